@@ -1,0 +1,31 @@
+GO       ?= go
+BINARY   := gke-disruption-exporter
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X github.com/prometheus/common/version.Version=$(VERSION) \
+            -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null) \
+            -X github.com/prometheus/common/version.Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
+TOOLS    := etcd kube-apiserver promtool prometheus alertmanager
+
+.PHONY: all build test lint tools bench
+
+all: lint build test
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/$(BINARY) ./cmd/$(BINARY)
+
+# tools builds the pinned kube-apiserver, etcd, Prometheus, promtool and Alertmanager into bin/ (once per version).
+tools:
+	@for t in $(TOOLS); do ./tools/build.sh $$t >/dev/null || exit 1; done
+
+# test runs every test, the real-component integration tests included.
+test: tools lint
+	$(GO) test -count=1 ./...
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# bench runs the benchmarks and prints them as a table.
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./... | $(GO) run ./internal/benchtable

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/alecthomas/kingpin/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
+)
+
+// clusterCommand is the per-cluster exporter: Node objects and Cloud Monitoring interruptions.
+func clusterCommand(app *kingpin.Application) runFunc {
+	cmd := app.Command("cluster", "Export node maintenance signals of the whole cluster (one per cluster).")
+	web := serve.AddFlags(cmd, ":9842")
+	kubeconfig := kubeconfigFlag(cmd)
+	enableNodes := collector.EnableFlag(cmd, "nodes", true)
+
+	return func(ctx context.Context, logger *slog.Logger) error {
+		reg := selfRegistry()
+		collectors := map[string]collector.Collector{}
+		var synced []cache.InformerSynced
+		if *enableNodes {
+			cfg, err := kube.Config(*kubeconfig)
+			if err != nil {
+				return err
+			}
+			client, err := kubernetes.NewForConfig(userAgent(cfg))
+			if err != nil {
+				return fmt.Errorf("creating Kubernetes client: %w", err)
+			}
+			nc, err := nodes.New(logger.With("collector", "nodes"), client, reg)
+			if err != nil {
+				return err
+			}
+			go nc.Run(ctx)
+			collectors["nodes"] = nc
+			synced = append(synced, nc.HasSynced)
+		}
+
+		server, err := serve.New(logger, web, name, "GKE node maintenance, preemption and interruption signals.",
+			collector.NewSet(logger, reg, collectors))
+		if err != nil {
+			return err
+		}
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), synced...) {
+				logger.Info("initial node list synced")
+				server.SetReady(true)
+			}
+		}()
+		return server.ListenAndServe(ctx)
+	}
+}

@@ -1,0 +1,46 @@
+// Command gke-disruption-exporter turns GKE host-maintenance, preemption and interruption signals into Prometheus
+// series, and acts on the alerts they raise.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/common/promslog/flag"
+	"github.com/prometheus/common/version"
+)
+
+const name = "gke-disruption-exporter"
+
+// runFunc runs one command until ctx ends.
+type runFunc func(ctx context.Context, logger *slog.Logger) error
+
+func main() {
+	app := kingpin.New(name, "Prometheus exporter and actions for GKE node maintenance, preemption and interruptions.")
+	app.Version(version.Print(name))
+	app.HelpFlag.Short('h')
+	logConfig := &promslog.Config{}
+	flag.AddFlags(app, logConfig)
+
+	commands := map[string]runFunc{
+		"cluster": clusterCommand(app),
+	}
+
+	selected := kingpin.MustParse(app.Parse(os.Args[1:]))
+	logger := promslog.New(logConfig)
+	logger.Info("starting "+name, "command", selected, "version", version.Info(), "build_context", version.BuildContext())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := commands[selected](ctx, logger); err != nil {
+		logger.Error("exiting", "command", selected, "err", err)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,187 @@
+// Package collector holds what every collector shares: the --collector.<name> switches, the per-collector
+// success/duration series, and the /metrics handler that serves client_golang metrics next to pre-rendered text.
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Namespace prefixes the exporter's self-monitoring series.
+const Namespace = "gke_disruption"
+
+// Collector is one switchable source of series. Update reads only state the collector keeps current on its own
+// (a watch, a poll, a hanging GET): a scrape never calls out.
+type Collector interface {
+	Update(ch chan<- prometheus.Metric) error
+}
+
+// TextCollector keeps its bulk series rendered in the text exposition format, so a scrape of tens of thousands of
+// nodes is a byte copy. Its Update still runs, for the few series it serves through client_golang.
+type TextCollector interface {
+	Collector
+	WriteText(w io.Writer) error
+}
+
+// EnableFlag adds --collector.<name> (and --no-collector.<name>) to cmd, as node_exporter does.
+func EnableFlag(cmd *kingpin.CmdClause, name string, enabledByDefault bool) *bool {
+	state := "disabled"
+	if enabledByDefault {
+		state = "enabled"
+	}
+	return cmd.Flag("collector."+name, "Enable the "+name+" collector (default: "+state+").").
+		Default(boolString(enabledByDefault)).Bool()
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+var (
+	scrapeDurationDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(Namespace, "collector", "duration_seconds"),
+		"Duration of a collector's part of the scrape.",
+		[]string{"collector"}, nil,
+	)
+	scrapeSuccessDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(Namespace, "collector", "success"),
+		"Whether a collector's part of the scrape succeeded.",
+		[]string{"collector"}, nil,
+	)
+)
+
+// Set is the enabled collectors of one command.
+type Set struct {
+	logger     *slog.Logger
+	collectors map[string]Collector
+	gatherer   prometheus.Gatherer
+	buffers    sync.Pool
+}
+
+// NewSet serves collectors next to the series of gatherer (the command's self-monitoring registry).
+func NewSet(logger *slog.Logger, gatherer prometheus.Gatherer, collectors map[string]Collector) *Set {
+	return &Set{
+		logger:     logger,
+		collectors: collectors,
+		gatherer:   gatherer,
+		buffers:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}
+}
+
+type result struct {
+	duration time.Duration
+	err      error
+}
+
+// scrape is one scrape's client_golang side: each collector's Update plus its success/duration, counting the time
+// its text part took.
+type scrape struct {
+	set  *Set
+	text map[string]result
+}
+
+func (s scrape) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scrapeDurationDesc
+	ch <- scrapeSuccessDesc
+}
+
+func (s scrape) Collect(ch chan<- prometheus.Metric) {
+	var wg sync.WaitGroup
+	for name, c := range s.set.collectors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			begin := time.Now()
+			err := c.Update(ch)
+			duration := time.Since(begin)
+			if r, ok := s.text[name]; ok {
+				duration += r.duration
+				if err == nil {
+					err = r.err
+				}
+			}
+			success := 1.0
+			if err != nil {
+				success = 0
+				s.set.logger.Error("collector failed", "collector", name, "duration_seconds", duration.Seconds(), "err", err)
+			}
+			ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, duration.Seconds(), name)
+			ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, success, name)
+		}()
+	}
+	wg.Wait()
+}
+
+// ServeHTTP writes every series in the text format 0.0.4: first the client_golang ones, then the rendered text.
+func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	text := s.buffers.Get().(*bytes.Buffer)
+	defer func() { text.Reset(); s.buffers.Put(text) }()
+
+	results := make(map[string]result)
+	for name, c := range s.collectors {
+		tc, ok := c.(TextCollector)
+		if !ok {
+			continue
+		}
+		begin := time.Now()
+		mark := text.Len()
+		err := tc.WriteText(text)
+		if err != nil {
+			text.Truncate(mark) // a half-written part would corrupt the exposition
+		}
+		results[name] = result{duration: time.Since(begin), err: err}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(scrape{set: s, text: results})
+	families, err := prometheus.Gatherers{s.gatherer, reg}.Gather()
+	if err != nil && len(families) == 0 {
+		http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if err != nil {
+		s.logger.Error("gathering metrics", "err", err)
+	}
+
+	header := w.Header()
+	header.Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	var out io.Writer = w
+	if acceptsGzip(r) {
+		header.Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		defer gz.Close()
+		out = gz
+	}
+	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range families {
+		if err := enc.Encode(mf); err != nil {
+			s.logger.Error("encoding metrics", "err", err)
+			return
+		}
+	}
+	if _, err := out.Write(text.Bytes()); err != nil {
+		s.logger.Debug("writing metrics", "err", err)
+	}
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		if strings.TrimSpace(strings.SplitN(part, ";", 2)[0]) == "gzip" {
+			return true
+		}
+	}
+	return false
+}

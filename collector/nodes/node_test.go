@@ -1,0 +1,208 @@
+package nodes
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func node(name string, labels map[string]string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func renderText(n *v1.Node) (string, []parseError) {
+	r, errs := render(n)
+	var b strings.Builder
+	for _, part := range r {
+		b.Write(part)
+	}
+	return b.String(), errs
+}
+
+func TestRender(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		node       *v1.Node
+		want       string
+		wantErrors []string
+	}{
+		{
+			name: "plain node has only info, provisioning standard",
+			node: node("n1", nil),
+			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+		},
+		{
+			name: "spot label without provisioning label",
+			node: node("n1", map[string]string{LabelSpot: "true", LabelNodePool: "spot-pool"}),
+			want: `gke_node_info{node="n1",node_pool="spot-pool",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="spot"} 1` + "\n",
+		},
+		{
+			name: "provisioning label wins over spot",
+			node: node("n1", map[string]string{LabelSpot: "true", LabelProvisioning: "flex-start"}),
+			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="flex-start"} 1` + "\n",
+		},
+		{
+			name: "deprecated zone and instance type labels",
+			node: node("n1", map[string]string{LabelZoneDeprecated: "us-central1-a", LabelInstanceTypeDeprecated: "a3-highgpu-8g"}),
+			want: `gke_node_info{node="n1",node_pool="",zone="us-central1-a",machine_type="a3-highgpu-8g",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+		},
+		{
+			name: "scheduled maintenance time",
+			node: node("n1", map[string]string{LabelScheduledMaintenanceTime: "1733040000"}),
+			want: "gke_node_scheduled_maintenance_timestamp_seconds{node=\"n1\"} 1.73304e+09\n",
+		},
+		{
+			name:       "non-numeric maintenance time is an error, no series",
+			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "tomorrow"}),
+			wantErrors: []string{LabelScheduledMaintenanceTime},
+		},
+		{
+			name:       "negative maintenance time is an error",
+			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "-5"}),
+			wantErrors: []string{LabelScheduledMaintenanceTime},
+		},
+		{
+			name:       "fractional maintenance time is an error",
+			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "1733040000.5"}),
+			wantErrors: []string{LabelScheduledMaintenanceTime},
+		},
+		{
+			name:       "empty maintenance time is an error",
+			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: ""}),
+			wantErrors: []string{LabelScheduledMaintenanceTime},
+		},
+		{
+			name: "zero maintenance time is a value",
+			node: node("n1", map[string]string{LabelScheduledMaintenanceTime: "0"}),
+			want: "gke_node_scheduled_maintenance_timestamp_seconds{node=\"n1\"} 0\n",
+		},
+		{
+			name: "maintenance state lower-cased",
+			node: node("n1", map[string]string{LabelActiveNodeMaintenance: "ONGOING"}),
+			want: "gke_node_maintenance_state{node=\"n1\",state=\"ongoing\"} 1\n",
+		},
+		{
+			name: "unknown maintenance state passes through",
+			node: node("n1", map[string]string{LabelActiveNodeMaintenance: "Draining_Workloads"}),
+			want: "gke_node_maintenance_state{node=\"n1\",state=\"draining_workloads\"} 1\n",
+		},
+		{
+			name: "empty maintenance state means none",
+			node: node("n1", map[string]string{LabelActiveNodeMaintenance: ""}),
+		},
+		{
+			name: "perform-maintenance only when exactly true",
+			node: node("n1", map[string]string{LabelPerformMaintenance: "true"}),
+			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\n",
+		},
+		{
+			name: "perform-maintenance false is no request",
+			node: node("n1", map[string]string{LabelPerformMaintenance: "false"}),
+		},
+		{
+			name: "opportunistic maintenance disabled",
+			node: node("n1", map[string]string{LabelOpportunisticDisable: "true"}),
+			want: "gke_node_opportunistic_maintenance_disabled{node=\"n1\"} 1\n",
+		},
+		{
+			name: "invalid UTF-8 label value dropped",
+			node: node("n1", map[string]string{LabelNodePool: "pool\xff"}),
+			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+		},
+		{
+			name: "quotes and backslashes escaped",
+			node: node(`n"1\`, nil),
+			want: `gke_node_info{node="n\"1\\",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, errs := renderText(tc.node)
+			// Every node has an info line; the cases that are about other series compare only those.
+			if !strings.HasPrefix(tc.want, "gke_node_info") {
+				got = got[strings.Index(got, "\n")+1:]
+			}
+			if got != tc.want {
+				t.Errorf("render:\n got %q\nwant %q", got, tc.want)
+			}
+			var gotErrors []string
+			for _, e := range errs {
+				gotErrors = append(gotErrors, e.label)
+			}
+			if strings.Join(gotErrors, ",") != strings.Join(tc.wantErrors, ",") {
+				t.Errorf("parse errors: got %v, want %v", gotErrors, tc.wantErrors)
+			}
+		})
+	}
+}
+
+func TestRenderTaints(t *testing.T) {
+	n := node("n1", nil)
+	n.Spec.Unschedulable = true
+	n.Spec.Taints = []v1.Taint{
+		{Key: "nvidia.com/gpu", Effect: v1.TaintEffectNoSchedule},
+		{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule},
+		{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoExecute},
+	}
+	got, _ := renderText(n)
+	for _, want := range []string{
+		"gke_node_impending_termination{node=\"n1\",effect=\"NoSchedule\"} 1\n",
+		"gke_node_impending_termination{node=\"n1\",effect=\"NoExecute\"} 1\n",
+		"gke_node_unschedulable{node=\"n1\"} 1\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "nvidia") {
+		t.Errorf("unrelated taint rendered:\n%s", got)
+	}
+}
+
+func TestOpportunisticTriggered(t *testing.T) {
+	for value, want := range map[string]bool{
+		"opportunistic-triggered: true":          true,
+		`{"opportunistic-triggered": "true"}`:    true,
+		"opportunistic-triggered=true":           true,
+		"Opportunistic-Triggered":                true,
+		"other: x, opportunistic-triggered:true": true,
+		"opportunistic-triggered: false":         false,
+		"":                                       false,
+		"garbage\x00":                            false,
+	} {
+		got := opportunisticTriggered(map[string]string{AnnotationMaintenanceState: value})
+		if got != want {
+			t.Errorf("opportunisticTriggered(%q) = %v, want %v", value, got, want)
+		}
+	}
+	if opportunisticTriggered(nil) {
+		t.Error("no annotation must not count as triggered")
+	}
+}
+
+func TestStripKeepsOnlyWhatSeriesNeed(t *testing.T) {
+	n := node("n1", map[string]string{LabelNodePool: "p", "kubernetes.io/hostname": "n1", LabelScheduledMaintenanceTime: "1"})
+	n.Annotations = map[string]string{AnnotationMaintenanceState: "x", "node.alpha.kubernetes.io/ttl": "0"}
+	n.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoSchedule}, {Key: TaintImpendingTermination, Value: "v", Effect: v1.TaintEffectNoSchedule}}
+	n.Status.Images = []v1.ContainerImage{{Names: []string{"image"}}}
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+
+	obj, err := Strip(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := obj.(*v1.Node)
+	if len(s.Labels) != 2 || s.Labels["kubernetes.io/hostname"] != "" {
+		t.Errorf("labels not stripped: %v", s.Labels)
+	}
+	if len(s.Annotations) != 1 || len(s.Spec.Taints) != 1 || len(s.Status.Images) != 0 || len(s.ManagedFields) != 0 {
+		t.Errorf("not stripped: %+v", s)
+	}
+	// The stripped node renders exactly as the full one.
+	full, _ := renderText(n)
+	stripped, _ := renderText(s)
+	if full != stripped {
+		t.Errorf("stripped node renders differently:\n%s\nvs\n%s", stripped, full)
+	}
+}

@@ -1,0 +1,162 @@
+package nodes
+
+import (
+	"io"
+	"sync"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	v1 "k8s.io/api/core/v1"
+)
+
+// The families the node collector renders, in exposition order.
+const (
+	familyInfo = iota
+	familyScheduledMaintenance
+	familyMaintenanceState
+	familyImpendingTermination
+	familyPerformMaintenanceRequested
+	familyUnschedulable
+	familyOpportunisticTriggered
+	familyOpportunisticDisabled
+	numFamilies
+)
+
+var families = [numFamilies]collector.TextFamily{
+	familyInfo: {Name: "gke_node_info", Type: "gauge",
+		Help: "GKE node metadata: node pool, zone, machine type, accelerators and provisioning model."},
+	familyScheduledMaintenance: {Name: "gke_node_scheduled_maintenance_timestamp_seconds", Type: "gauge",
+		Help: "When host maintenance is scheduled to start, from the node label cloud.google.com/scheduled-maintenance-time."},
+	familyMaintenanceState: {Name: "gke_node_maintenance_state", Type: "gauge",
+		Help: "The node is in host maintenance, from the label cloud.google.com/active-node-maintenance."},
+	familyImpendingTermination: {Name: "gke_node_impending_termination", Type: "gauge",
+		Help: "The node has the cloud.google.com/impending-node-termination taint."},
+	familyPerformMaintenanceRequested: {Name: "gke_node_perform_maintenance_requested", Type: "gauge",
+		Help: "Maintenance was requested early with the label cloud.google.com/perform-maintenance=true."},
+	familyUnschedulable: {Name: "gke_node_unschedulable", Type: "gauge",
+		Help: "The node is cordoned (spec.unschedulable)."},
+	familyOpportunisticTriggered: {Name: "gke_node_opportunistic_maintenance_triggered", Type: "gauge",
+		Help: "GKE triggered opportunistic maintenance, from the annotation node.gke.io/maintenance-state."},
+	familyOpportunisticDisabled: {Name: "gke_node_opportunistic_maintenance_disabled", Type: "gauge",
+		Help: "Opportunistic maintenance is disabled with the label cloud.google.com/opportunistic-disable=true."},
+}
+
+// rendered is one node's samples, one byte slice per family (nil where the node has no series in it).
+type rendered [numFamilies][]byte
+
+// parseError names a label whose value could not be read.
+type parseError struct {
+	label string
+	value string
+}
+
+// render turns a stripped node into its samples. Series are sparse: a signal's series exists only while the
+// signal does.
+func render(node *v1.Node) (rendered, []parseError) {
+	var r rendered
+	var errs []parseError
+	name := node.Name
+	labels := node.Labels
+	r[familyInfo] = collector.AppendSample(nil, families[familyInfo].Name, 1,
+		"node", name,
+		"node_pool", labelValue(labels, LabelNodePool),
+		"zone", labelValue(labels, LabelZone, LabelZoneDeprecated),
+		"machine_type", labelValue(labels, LabelInstanceType, LabelInstanceTypeDeprecated),
+		"accelerator", labelValue(labels, LabelAccelerator),
+		"tpu_accelerator", labelValue(labels, LabelTPUAccelerator),
+		"tpu_topology", labelValue(labels, LabelTPUTopology),
+		"provisioning", provisioning(labels),
+	)
+	if v, ok := labels[LabelScheduledMaintenanceTime]; ok {
+		if secs, ok := parseMaintenanceTime(v); ok {
+			r[familyScheduledMaintenance] = collector.AppendSample(nil, families[familyScheduledMaintenance].Name, secs, "node", name)
+		} else {
+			errs = append(errs, parseError{label: LabelScheduledMaintenanceTime, value: v})
+		}
+	}
+	if state := maintenanceState(labels); state != "" {
+		r[familyMaintenanceState] = collector.AppendSample(nil, families[familyMaintenanceState].Name, 1, "node", name, "state", state)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == TaintImpendingTermination {
+			r[familyImpendingTermination] = collector.AppendSample(r[familyImpendingTermination],
+				families[familyImpendingTermination].Name, 1, "node", name, "effect", string(taint.Effect))
+		}
+	}
+	if labels[LabelPerformMaintenance] == "true" {
+		r[familyPerformMaintenanceRequested] = collector.AppendSample(nil, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
+	}
+	if node.Spec.Unschedulable {
+		r[familyUnschedulable] = collector.AppendSample(nil, families[familyUnschedulable].Name, 1, "node", name)
+	}
+	if opportunisticTriggered(node.Annotations) {
+		r[familyOpportunisticTriggered] = collector.AppendSample(nil, families[familyOpportunisticTriggered].Name, 1, "node", name)
+	}
+	if labels[LabelOpportunisticDisable] == "true" {
+		r[familyOpportunisticDisabled] = collector.AppendSample(nil, families[familyOpportunisticDisabled].Name, 1, "node", name)
+	}
+	return r, errs
+}
+
+// store holds every node's rendered samples. Counts per family let a scrape skip families no node has.
+type store struct {
+	mu     sync.RWMutex
+	nodes  map[string]*rendered
+	counts [numFamilies]int
+}
+
+func newStore() *store {
+	return &store{nodes: make(map[string]*rendered)}
+}
+
+func (s *store) set(name string, r *rendered) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(name)
+	s.nodes[name] = r
+	for f, b := range r {
+		if b != nil {
+			s.counts[f]++
+		}
+	}
+}
+
+func (s *store) delete(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(name)
+}
+
+func (s *store) removeLocked(name string) {
+	old, ok := s.nodes[name]
+	if !ok {
+		return
+	}
+	for f, b := range old {
+		if b != nil {
+			s.counts[f]--
+		}
+	}
+	delete(s.nodes, name)
+}
+
+// WriteText writes every family that has samples: a header, then each node's bytes.
+func (s *store) WriteText(w io.Writer) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for f := range families {
+		if s.counts[f] == 0 {
+			continue
+		}
+		if err := families[f].WriteHeader(w); err != nil {
+			return err
+		}
+		for _, r := range s.nodes {
+			if b := r[f]; b != nil {
+				if _, err := w.Write(b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

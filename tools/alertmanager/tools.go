@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools records the commands this module builds, so go mod tidy keeps them.
+package tools
+
+import _ "github.com/prometheus/alertmanager/cmd/alertmanager"
