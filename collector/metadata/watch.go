@@ -1,0 +1,190 @@
+package metadata
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// outcome is what an answer means for a path.
+type outcome int
+
+const (
+	outcomeValue       outcome = iota // 200: a value, possibly unreadable
+	outcomeNothing                    // 503 saying no notifications were received: nothing scheduled
+	outcomeUnsupported                // 404: the server does not serve the path
+	outcomeFailure                    // no answer, or an error status: keep what is known and retry
+)
+
+// answer identifies an answer; a repeat of the last one changes nothing.
+type answer struct {
+	outcome  outcome
+	body     string
+	tooLarge bool
+}
+
+func classify(p watchedPath, r reply, err error) outcome {
+	switch {
+	case err != nil:
+		return outcomeFailure
+	case r.status == http.StatusOK:
+		return outcomeValue
+	case r.status == http.StatusNotFound:
+		return outcomeUnsupported
+	case r.status == http.StatusServiceUnavailable && p.noticeOn503 &&
+		strings.Contains(strings.ToLower(r.body), "notification"):
+		return outcomeNothing
+	default:
+		return outcomeFailure
+	}
+}
+
+// Run watches every path until ctx ends.
+func (c *Collector) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range watchedPaths {
+		wg.Go(func() { c.watch(ctx, p) })
+	}
+	wg.Wait()
+}
+
+// watch keeps one path current with hanging GETs: the first request reads the value, each next one waits for it to
+// differ from the last ETag, so a change arrives within one round trip. Failures back off with jitter; a server
+// that answers a hanging GET at once without a change (it ignores wait_for_change) is backed off the same way, so
+// the loop never spins.
+func (c *Collector) watch(ctx context.Context, p watchedPath) {
+	logger := c.logger.With("path", p.name)
+	bo := backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff}
+	held := time.Duration(c.cfg.TimeoutSec) * time.Second / 2
+	var (
+		etag    string
+		hang    bool
+		failing bool
+	)
+	for {
+		begin := time.Now()
+		r, err := c.client.get(ctx, p.name, etag, hang)
+		if ctx.Err() != nil {
+			return
+		}
+		var pause time.Duration
+		out := classify(p, r, err)
+		if out == outcomeFailure {
+			if !failing {
+				logger.Warn("metadata request failed; keeping the last known value and retrying", "status", r.status, "body", quote(r.body), "err", err)
+				failing = true
+			}
+			// Without an ETag a hanging GET could miss a change made during the outage: read the value again.
+			hang = hang && etag != ""
+			if !sleep(ctx, bo.next()) {
+				return
+			}
+			continue
+		}
+		if failing {
+			logger.Info("metadata server answers again")
+			failing = false
+		}
+		changed := c.record(logger, p, out, r)
+		switch {
+		case out == outcomeUnsupported:
+			etag, hang = "", false
+			pause = jitter(c.cfg.UnsupportedRecheck)
+		case hang && !changed && time.Since(begin) < held:
+			etag = r.etag
+			pause = bo.next()
+		default:
+			etag, hang = r.etag, true
+			bo.reset()
+		}
+		if !sleep(ctx, pause) {
+			return
+		}
+	}
+}
+
+// record applies an answer to the state; it reports whether the answer differs from the path's last one.
+func (c *Collector) record(logger *slog.Logger, p watchedPath, out outcome, r reply) bool {
+	a := answer{outcome: out, body: r.body, tooLarge: r.tooLarge}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, answered := c.lastAnswer[p.name]
+	if answered && last == a {
+		return false
+	}
+	c.lastAnswer[p.name] = a
+
+	var err error
+	switch {
+	case out == outcomeValue && r.tooLarge:
+		err = p.apply(&c.state, "", false)
+		if err == nil {
+			err = errBodyTooLarge
+		}
+	case out == outcomeValue:
+		err = p.apply(&c.state, r.body, true)
+	default:
+		err = p.apply(&c.state, "", false)
+	}
+	if err != nil {
+		c.parseErrors.WithLabelValues(p.name).Inc()
+		logger.Warn("ignoring what cannot be read of a metadata value", "err", err)
+	}
+	if out == outcomeUnsupported {
+		logger.Info("metadata server does not serve this path; its series stay absent")
+		c.supported.WithLabelValues(p.name).Set(0)
+	} else {
+		c.supported.WithLabelValues(p.name).Set(1)
+	}
+	c.lastChange.WithLabelValues(p.name).SetToCurrentTime()
+
+	if !answered && len(c.lastAnswer) == len(watchedPaths) {
+		close(c.ready)
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return true
+}
+
+// backoff is a jittered exponential wait.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return jitter(b.cur)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// jitter spreads d over [d/2, d], so agents on many nodes do not retry in step.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
