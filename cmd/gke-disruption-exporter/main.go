@@ -30,6 +30,7 @@ func main() {
 
 	commands := map[string]runFunc{
 		"cluster": clusterCommand(app),
+		"node":    nodeCommand(app),
 	}
 
 	selected := kingpin.MustParse(app.Parse(os.Args[1:]))
