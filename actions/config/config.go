@@ -1,0 +1,211 @@
+// Package config reads the actions policy file: which nodes may be disrupted, how many at a time and when, and how
+// nodes are drained. Decoding is strict: an unknown key or a bad value is an error that names the key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"time"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Defaults for keys left out of the file.
+const (
+	DefaultDrainTimeout       = 30 * time.Minute
+	DefaultEvictionRetryDelay = 5 * time.Second
+	DefaultMaxUnavailable     = 1
+)
+
+// Config is the policy file.
+type Config struct {
+	// DryRun decides, logs, emits events and metrics, and changes nothing.
+	DryRun bool `yaml:"dryRun"`
+	// MaxDisruptedNodes caps disrupted nodes across the cluster; nil means no cluster-wide cap.
+	MaxDisruptedNodes *IntOrPercent `yaml:"maxDisruptedNodes"`
+	// Windows are when new actions may start; none means any time. Work already started continues outside them.
+	Windows []Window `yaml:"windows"`
+	// Pools are tried in order; the first whose selector matches a node governs it.
+	Pools              []Pool             `yaml:"pools"`
+	Drain              Drain              `yaml:"drain"`
+	PerformMaintenance PerformMaintenance `yaml:"performMaintenance"`
+}
+
+// Window is a weekly time range in a timezone. End before start runs past midnight into the next day; the days
+// listed are the days the window starts on.
+type Window struct {
+	// Days the window opens on; none means every day.
+	Days     []Weekday `yaml:"days"`
+	Start    Clock     `yaml:"start"`
+	End      Clock     `yaml:"end"`
+	Timezone Location  `yaml:"timezone"`
+}
+
+// Pool is a set of nodes chosen by labels and the strategy that governs their disruption.
+type Pool struct {
+	Name         string            `yaml:"name"`
+	NodeSelector map[string]string `yaml:"nodeSelector"`
+	Strategy     Strategy          `yaml:"strategy"`
+	// MaxUnavailable bounds the pool's disrupted nodes (rolling only; default 1).
+	MaxUnavailable IntOrPercent `yaml:"maxUnavailable"`
+	// MinAvailable is how many of the pool's nodes must stay undisrupted (rolling only; nil means no minimum).
+	MinAvailable *IntOrPercent `yaml:"minAvailable"`
+}
+
+// Drain configures evictions.
+type Drain struct {
+	// MaxGracePeriod caps each pod's terminationGracePeriodSeconds; zero leaves pods' own periods alone.
+	MaxGracePeriod Duration `yaml:"maxGracePeriod"`
+	// Timeout bounds a whole drain; a drain still blocked (for example by a PodDisruptionBudget) then fails.
+	Timeout Duration `yaml:"timeout"`
+	// EvictionRetryDelay is the pause before retrying an eviction the API refused with 429.
+	EvictionRetryDelay Duration `yaml:"evictionRetryDelay"`
+	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (their data is lost).
+	DeleteEmptyDirData bool `yaml:"deleteEmptyDirData"`
+}
+
+// PerformMaintenance configures the perform-maintenance action.
+type PerformMaintenance struct {
+	// DrainFirst drains the node before asking GKE to start maintenance.
+	DrainFirst bool `yaml:"drainFirst"`
+}
+
+// Load reads and validates the policy file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy file: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a policy document, filling defaults for absent keys.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document; the policy is a single document")
+	}
+	cfg := &Config{}
+	d := &decoder{present: map[string]bool{}}
+	if root.Kind != 0 { // an empty file has no node at all
+		if err := d.decode(&root, reflect.ValueOf(cfg).Elem(), ""); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.complete(d.present); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// complete fills defaults and checks values that are valid on their own but wrong in context.
+func (c *Config) complete(present map[string]bool) error {
+	for i, w := range c.Windows {
+		path := fmt.Sprintf("windows[%d]", i)
+		for _, key := range []string{"start", "end"} {
+			if !present[path+"."+key] {
+				return fmt.Errorf("%s.%s: required", path, key)
+			}
+		}
+		if w.Start == 24*60 {
+			return fmt.Errorf("%s.start: 24:00 is only allowed as an end", path)
+		}
+		if w.Start == w.End {
+			return fmt.Errorf("%s: start and end are both %s; use start 00:00 and end 24:00 for whole days", path, w.Start)
+		}
+		if w.Timezone.Location == nil {
+			c.Windows[i].Timezone.Location = time.UTC
+		}
+	}
+
+	if len(c.Pools) == 0 {
+		return errors.New("pools: at least one pool is required (nodes matched by no pool are refused)")
+	}
+	names := map[string]int{}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		path := fmt.Sprintf("pools[%d]", i)
+		if p.Name == "" {
+			return fmt.Errorf("%s.name: required", path)
+		}
+		if j, dup := names[p.Name]; dup {
+			return fmt.Errorf("%s.name: %q is already the name of pools[%d]", path, p.Name, j)
+		}
+		names[p.Name] = i
+		for key, value := range p.NodeSelector {
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				return fmt.Errorf("%s.nodeSelector: %q is not a label key: %s", path, key, errs[0])
+			}
+			if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+				return fmt.Errorf("%s.nodeSelector[%q]: %q is not a label value: %s", path, key, value, errs[0])
+			}
+		}
+		if p.Strategy == "" {
+			p.Strategy = Rolling
+		}
+		switch p.Strategy {
+		case Parallel:
+			for _, key := range []string{"maxUnavailable", "minAvailable"} {
+				if present[path+"."+key] {
+					return fmt.Errorf("%s.%s: not allowed with strategy parallel (the whole pool goes together)", path, key)
+				}
+			}
+		case Rolling:
+			if !present[path+".maxUnavailable"] {
+				p.MaxUnavailable = IntOrPercent{Value: DefaultMaxUnavailable}
+			}
+			if p.MaxUnavailable.Value == 0 {
+				return fmt.Errorf("%s.maxUnavailable: %s would never let a node go; remove the pool to refuse its nodes", path, p.MaxUnavailable)
+			}
+		}
+	}
+
+	if !present["drain.timeout"] {
+		c.Drain.Timeout = Duration(DefaultDrainTimeout)
+	} else if c.Drain.Timeout == 0 {
+		return errors.New("drain.timeout: must be greater than 0 (drains are always bounded)")
+	}
+	if !present["drain.evictionRetryDelay"] {
+		c.Drain.EvictionRetryDelay = Duration(DefaultEvictionRetryDelay)
+	} else if c.Drain.EvictionRetryDelay == 0 {
+		return errors.New("drain.evictionRetryDelay: must be greater than 0 (a zero delay hammers the API server while a PodDisruptionBudget blocks)")
+	}
+	if present["drain.maxGracePeriod"] && c.Drain.MaxGracePeriod < Duration(time.Second) {
+		return errors.New("drain.maxGracePeriod: must be at least 1s (a zero grace period kills pods without warning)")
+	}
+	return nil
+}
+
+// MatchPool returns the first pool whose selector matches the node's labels, or nil.
+func (c *Config) MatchPool(labels map[string]string) *Pool {
+	for i := range c.Pools {
+		if c.Pools[i].Matches(labels) {
+			return &c.Pools[i]
+		}
+	}
+	return nil
+}
+
+// Matches reports whether every selector label is on the node with the same value; an empty selector matches all.
+func (p *Pool) Matches(labels map[string]string) bool {
+	for k, v := range p.NodeSelector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

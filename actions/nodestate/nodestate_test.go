@@ -1,0 +1,49 @@
+package nodestate
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestReadRoundTrip(t *testing.T) {
+	at := time.Date(2025, 6, 7, 10, 0, 0, 0, time.UTC)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationAction:          string(Drain),
+		AnnotationState:           string(Draining),
+		AnnotationCordonedBy:      "replica-a",
+		AnnotationAcceptedAt:      FormatTime(at),
+		AnnotationDrainStartedAt:  "not a time",
+		AnnotationMaintenanceSeen: "true",
+	}}}
+	r := Read(node)
+	if r.Action != Drain || r.Phase != Draining || r.CordonedBy != "replica-a" || !r.AcceptedAt.Equal(at) || !r.MaintenanceSeen {
+		t.Errorf("record %+v", r)
+	}
+	if !r.DrainStartedAt.IsZero() {
+		t.Errorf("unreadable time read as %v, want zero", r.DrainStartedAt)
+	}
+	if !r.Active() {
+		t.Error("draining is active")
+	}
+	for _, p := range []Phase{Done, Failed, ""} {
+		if (Record{Phase: p}).Active() {
+			t.Errorf("%q must not be active", p)
+		}
+	}
+}
+
+func TestParseAction(t *testing.T) {
+	for _, s := range []string{"drain", "perform-maintenance"} {
+		if a, ok := ParseAction(s); !ok || string(a) != s {
+			t.Errorf("ParseAction(%q) = %q, %v", s, a, ok)
+		}
+	}
+	for _, s := range []string{"", "Drain", "reboot"} {
+		if _, ok := ParseAction(s); ok {
+			t.Errorf("ParseAction(%q) accepted", s)
+		}
+	}
+}

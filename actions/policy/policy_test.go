@@ -1,0 +1,408 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+)
+
+// saturday3am is inside the test windows: Saturday 2025-06-07 03:00 in Los Angeles.
+var saturday3am = time.Date(2025, 6, 7, 10, 0, 0, 0, time.UTC)
+
+func mustParse(t *testing.T, doc string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+type nodeOpt func(*corev1.Node)
+
+var (
+	cordoned      nodeOpt = func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	notReady      nodeOpt = func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+	noConditions  nodeOpt = func(n *corev1.Node) { n.Status.Conditions = nil }
+	scheduled     nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelScheduledMaintenanceTime] = "1750000000" }
+	maintenance   nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelActiveNodeMaintenance] = "ONGOING" }
+	pmRequested   nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelPerformMaintenance] = "true" }
+	deleting      nodeOpt = func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: saturday3am} }
+	terminationTn nodeOpt = func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: nodes.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule})
+	}
+)
+
+func ours(phase nodestate.Phase) nodeOpt {
+	return func(n *corev1.Node) {
+		n.Annotations = map[string]string{nodestate.AnnotationState: string(phase), nodestate.AnnotationAction: "drain"}
+	}
+}
+
+func mkNode(name, gkePool string, opts ...nodeOpt) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{nodes.LabelNodePool: gkePool}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+// fleet makes count healthy nodes named prefix-0.. in gkePool, with opts applied to the first len(opts) nodes.
+func fleet(prefix, gkePool string, count int, opts ...nodeOpt) []*corev1.Node {
+	var out []*corev1.Node
+	for i := range count {
+		n := mkNode(fmt.Sprintf("%s-%d", prefix, i), gkePool)
+		if i < len(opts) && opts[i] != nil {
+			opts[i](n)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+const basePolicy = `
+pools:
+  - name: training
+    nodeSelector: {cloud.google.com/gke-nodepool: a3-train}
+    strategy: parallel
+  - name: serving
+    nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}
+    maxUnavailable: 1
+  - name: batch
+    nodeSelector: {cloud.google.com/gke-nodepool: batch}
+    maxUnavailable: "25%"
+    minAvailable: "50%"
+  - name: inference
+    nodeSelector: {cloud.google.com/gke-nodepool: inference}
+    maxUnavailable: 3
+    minAvailable: 8
+  - name: elastic
+    nodeSelector: {cloud.google.com/gke-nodepool: elastic}
+    maxUnavailable: 2
+    minAvailable: "50%"
+`
+
+func TestDecide(t *testing.T) {
+	drain := Request{Action: nodestate.Drain}
+	perform := Request{Action: nodestate.PerformMaintenance, CanReschedule: true}
+	for _, tc := range []struct {
+		name    string
+		policy  string // appended to basePolicy
+		req     Request
+		node    string // candidate, by name, from the cluster
+		cluster []*corev1.Node
+		want    Verdict
+		reason  string // substring of the reason
+	}{
+		{
+			name: "rolling pool with a free slot acts",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4),
+			want: Act, reason: "1 of 4",
+		},
+		{
+			name: "rolling pool with its slot taken by a cordoned node waits",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, cordoned),
+			want: Wait, reason: "maxUnavailable 1",
+		},
+		{
+			name: "slot taken by a node in GKE maintenance",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, maintenance),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "slot taken by the impending-termination taint",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, terminationTn),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "slot taken by a perform-maintenance request",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, pmRequested),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "slot taken by a NotReady node",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, notReady),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "a node without a Ready condition counts as unavailable",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, noConditions),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "slot taken by our own work in progress",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodestate.Accepted)),
+			want: Wait, reason: "maxUnavailable",
+		},
+		{
+			name: "our finished work does not hold a slot",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodestate.Done)),
+			want: Act,
+		},
+		{
+			name: "disruption in another pool does not count against this pool",
+			req:  drain, node: "serve-0",
+			cluster: append(fleet("serve", "l4-serve", 4), fleet("batch", "batch", 4, cordoned)...),
+			want:    Act,
+		},
+		{
+			name: "a candidate already cordoned by someone else fills no new slot",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, cordoned),
+			want: Act,
+		},
+		{
+			name: "percent maxUnavailable: 25% of 8 is 2, one taken",
+			req:  drain, node: "batch-0", cluster: fleet("batch", "batch", 8, nil, cordoned),
+			want: Act,
+		},
+		{
+			name: "percent maxUnavailable: 25% of 8 is 2, both taken",
+			req:  drain, node: "batch-0", cluster: fleet("batch", "batch", 8, nil, cordoned, cordoned),
+			want: Wait, reason: "maxUnavailable 25% (2)",
+		},
+		{
+			name: "percent maxUnavailable of a small pool still allows one",
+			req:  drain, node: "batch-0", cluster: fleet("batch", "batch", 2),
+			want: Act,
+		},
+		{
+			name: "percent minAvailable: 50% of 3 rounds up to 2, one already gone",
+			req:  drain, node: "el-0", cluster: fleet("el", "elastic", 3, nil, cordoned),
+			want: Wait, reason: "2 of 3 nodes available, one more would go below minAvailable 50% (2)",
+		},
+		{
+			name: "percent minAvailable: 50% of 4 is 2, one already gone, one more is fine",
+			req:  drain, node: "el-0", cluster: fleet("el", "elastic", 4, nil, cordoned),
+			want: Act,
+		},
+		{
+			name: "count minAvailable: 8 of 10 must stay, one gone, one more is fine",
+			req:  drain, node: "inf-0", cluster: fleet("inf", "inference", 10, nil, cordoned),
+			want: Act,
+		},
+		{
+			name: "count minAvailable: 8 of 10 must stay, two gone",
+			req:  drain, node: "inf-0", cluster: fleet("inf", "inference", 10, nil, cordoned, notReady),
+			want: Wait, reason: "8 of 10 nodes available, one more would go below minAvailable 8 (8)",
+		},
+		{
+			name: "minAvailable larger than the pool waits",
+			req:  drain, node: "inf-0", cluster: fleet("inf", "inference", 5),
+			want: Wait, reason: "minAvailable",
+		},
+		{
+			name: "parallel pool acts on every node at once",
+			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodestate.Draining), ours(nodestate.Accepted), cordoned),
+			want: Act, reason: "parallel",
+		},
+		{
+			name:   "cluster cap as a count",
+			policy: "maxDisruptedNodes: 2\n",
+			req:    drain, node: "serve-0",
+			cluster: append(fleet("serve", "l4-serve", 4), fleet("batch", "batch", 4, cordoned, cordoned)...),
+			want:    Wait, reason: "2 of 8 nodes disrupted",
+		},
+		{
+			name:   "cluster cap with room",
+			policy: "maxDisruptedNodes: 3\n",
+			req:    drain, node: "serve-0",
+			cluster: append(fleet("serve", "l4-serve", 4), fleet("batch", "batch", 4, cordoned, cordoned)...),
+			want:    Act,
+		},
+		{
+			name:   "cluster cap as a percent: 10% of 20 is 2",
+			policy: "maxDisruptedNodes: '10%'\n",
+			req:    drain, node: "serve-0",
+			cluster: append(fleet("serve", "l4-serve", 10), fleet("batch", "batch", 10, cordoned, cordoned)...),
+			want:    Wait, reason: "maxDisruptedNodes 10% (2)",
+		},
+		{
+			name:   "cluster cap 0 stops everything",
+			policy: "maxDisruptedNodes: 0\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4),
+			want: Wait, reason: "maxDisruptedNodes 0",
+		},
+		{
+			name:   "cluster cap must fit a whole parallel pool",
+			policy: "maxDisruptedNodes: 4\n",
+			req:    drain, node: "train-0", cluster: fleet("train", "a3-train", 5),
+			want: Wait, reason: "5 more",
+		},
+		{
+			name:   "a parallel pool already on its way fits the cap",
+			policy: "maxDisruptedNodes: 5\n",
+			req:    drain, node: "train-4", cluster: fleet("train", "a3-train", 5, ours(nodestate.Draining), ours(nodestate.Draining), ours(nodestate.Draining), ours(nodestate.Draining)),
+			want: Act,
+		},
+		{
+			name: "unmatched node is refused",
+			req:  drain, node: "other-0", cluster: fleet("other", "default-pool", 2),
+			want: Refuse, reason: "no pool",
+		},
+		{
+			name: "perform-maintenance with can_reschedule true and scheduled maintenance acts",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, scheduled),
+			want: Act,
+		},
+		{
+			name: "perform-maintenance without can_reschedule is refused",
+			req:  Request{Action: nodestate.PerformMaintenance}, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, scheduled),
+			want: Refuse, reason: "can_reschedule",
+		},
+		{
+			name: "perform-maintenance on a node without scheduled maintenance is refused",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 3),
+			want: Refuse, reason: "no scheduled maintenance",
+		},
+		{
+			name: "perform-maintenance already requested is refused",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, func(n *corev1.Node) { scheduled(n); pmRequested(n) }),
+			want: Refuse, reason: "already requested",
+		},
+		{
+			name: "node already in GKE maintenance is refused",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, maintenance),
+			want: Refuse, reason: "already under way",
+		},
+		{
+			name: "node being deleted is refused",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, deleting),
+			want: Refuse, reason: "being deleted",
+		},
+		{
+			name: "unknown action is refused",
+			req:  Request{Action: "reboot"}, node: "serve-0", cluster: fleet("serve", "l4-serve", 3),
+			want: Refuse, reason: "unknown action",
+		},
+		{
+			name:   "outside the windows waits",
+			policy: "windows: [{days: [Sun], start: '02:00', end: '06:00', timezone: America/Los_Angeles}]\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 3),
+			want: Wait, reason: "window",
+		},
+		{
+			name:   "inside a window acts",
+			policy: "windows: [{days: [Sun], start: '02:00', end: '06:00', timezone: Asia/Tokyo}, {days: [Sat], start: '02:00', end: '06:00', timezone: America/Los_Angeles}]\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 3),
+			want: Act,
+		},
+		{
+			name:   "refusals win over a closed window",
+			policy: "windows: [{days: [Sun], start: '02:00', end: '06:00'}]\n",
+			req:    drain, node: "other-0", cluster: fleet("other", "default-pool", 1),
+			want: Refuse,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, basePolicy+tc.policy)
+			var node *corev1.Node
+			for _, n := range tc.cluster {
+				if n.Name == tc.node {
+					node = n
+				}
+			}
+			if node == nil {
+				t.Fatalf("no node %s in the cluster", tc.node)
+			}
+			pool, cluster := Survey(cfg, node, tc.cluster)
+			got := Decide(cfg, tc.req, node, pool, cluster, saturday3am)
+			if got.Verdict != tc.want || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("got %s (%q), want %s with reason containing %q", got.Verdict, got.Reason, tc.want, tc.reason)
+			}
+			if tc.want != Refuse || !strings.Contains(got.Reason, "no pool") {
+				if p := cfg.MatchPool(node.Labels); got.Pool != p.Name {
+					t.Errorf("decision names pool %q, want %q", got.Pool, p.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestSurvey(t *testing.T) {
+	cfg := mustParse(t, basePolicy)
+	all := append(fleet("serve", "l4-serve", 3, nil, cordoned), fleet("batch", "batch", 2, notReady)...)
+	fresher := mkNode("serve-0", "l4-serve", cordoned)
+	pool, cluster := Survey(cfg, fresher, all)
+	if cluster != (Cluster{Nodes: 5, Disrupted: 3}) {
+		t.Errorf("cluster %+v, want 5 nodes, 3 disrupted (fresher copy of serve-0 is cordoned)", cluster)
+	}
+	if len(pool) != 3 || pool[0] != fresher {
+		t.Errorf("pool %v: want the 3 serving nodes with the fresher copy of serve-0", pool)
+	}
+	newNode := mkNode("serve-new", "l4-serve")
+	pool, cluster = Survey(cfg, newNode, all)
+	if cluster.Nodes != 6 || len(pool) != 4 {
+		t.Errorf("a node missing from the list is counted: cluster %+v, pool %d", cluster, len(pool))
+	}
+}
+
+func TestInWindow(t *testing.T) {
+	la := "America/Los_Angeles"
+	for _, tc := range []struct {
+		name   string
+		window string
+		at     string // RFC 3339
+		want   bool
+	}{
+		{"inside", "{days: [Sat], start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-07T03:00:00-07:00", true},
+		{"start is inclusive", "{days: [Sat], start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-07T02:00:00-07:00", true},
+		{"end is exclusive", "{days: [Sat], start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-07T06:00:00-07:00", false},
+		{"wrong day", "{days: [Sun], start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-07T03:00:00-07:00", false},
+		{"no days means every day", "{start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-04T03:00:00-07:00", true},
+		{"UTC by default", "{start: '02:00', end: '06:00'}", "2025-06-04T03:00:00Z", true},
+		{"timezone matters: 03:00 UTC is not 03:00 LA", "{start: '02:00', end: '06:00', timezone: " + la + "}", "2025-06-04T03:00:00Z", false},
+		{"the day is the local day: Monday 02:30 Tokyo is Sunday in UTC", "{days: [Mon], start: '02:00', end: '06:00', timezone: Asia/Tokyo}", "2025-06-08T17:30:00Z", true},
+		{"the local day, not the UTC day", "{days: [Sun], start: '02:00', end: '06:00', timezone: Asia/Tokyo}", "2025-06-08T17:30:00Z", false},
+		{"overnight window, evening part", "{days: [Fri], start: '22:00', end: '02:00'}", "2025-06-06T23:00:00Z", true},
+		{"overnight window, after midnight", "{days: [Fri], start: '22:00', end: '02:00'}", "2025-06-07T01:59:00Z", true},
+		{"overnight window, ended", "{days: [Fri], start: '22:00', end: '02:00'}", "2025-06-07T02:00:00Z", false},
+		{"overnight window opens only on its days", "{days: [Fri], start: '22:00', end: '02:00'}", "2025-06-07T23:00:00Z", false},
+		{"overnight window, before it opens", "{days: [Fri], start: '22:00', end: '02:00'}", "2025-06-06T21:59:00Z", false},
+		{"overnight window across Sunday to Monday", "{days: [Sun], start: '23:00', end: '01:00'}", "2025-06-09T00:30:00Z", true},
+		{"whole day", "{days: [Wed], start: '00:00', end: '24:00'}", "2025-06-04T23:59:59Z", true},
+		{"whole day ends at midnight", "{days: [Wed], start: '00:00', end: '24:00'}", "2025-06-05T00:00:00Z", false},
+		// 2025-03-09 02:00 PST the clocks jump to 03:00 PDT.
+		{"DST spring forward: 03:30 PDT is inside 01:00-04:00", "{days: [Sun], start: '01:00', end: '04:00', timezone: " + la + "}", "2025-03-09T10:30:00Z", true},
+		{"DST spring forward: 01:59 PST is inside 01:00-04:00", "{days: [Sun], start: '01:00', end: '04:00', timezone: " + la + "}", "2025-03-09T09:59:00Z", true},
+		{"DST spring forward: 04:00 PDT is outside (only 2 real hours that night)", "{days: [Sun], start: '01:00', end: '04:00', timezone: " + la + "}", "2025-03-09T11:00:00Z", false},
+		{"DST spring forward: the skipped hour's window never opens (03:00 PDT)", "{days: [Sun], start: '02:00', end: '03:00', timezone: " + la + "}", "2025-03-09T10:00:00Z", false},
+		{"DST spring forward: a window the day after keeps its local hours", "{days: [Mon], start: '02:00', end: '03:00', timezone: " + la + "}", "2025-03-10T09:30:00Z", true},
+		// 2025-11-02 02:00 PDT the clocks fall back to 01:00 PST: 01:00-02:00 happens twice.
+		{"DST fall back: first 01:30 (PDT)", "{days: [Sun], start: '01:00', end: '02:00', timezone: " + la + "}", "2025-11-02T08:30:00Z", true},
+		{"DST fall back: second 01:30 (PST)", "{days: [Sun], start: '01:00', end: '02:00', timezone: " + la + "}", "2025-11-02T09:30:00Z", true},
+		{"DST fall back: 02:00 PST is outside", "{days: [Sun], start: '01:00', end: '02:00', timezone: " + la + "}", "2025-11-02T10:00:00Z", false},
+		{"DST in Europe: 02:30 CEST on the last Sunday of March is 00:30 UTC", "{days: [Sun], start: '02:00', end: '04:00', timezone: Europe/Berlin}", "2025-03-30T01:30:00Z", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, "pools: [{name: a}]\nwindows: ["+tc.window+"]\n")
+			at, err := time.Parse(time.RFC3339, tc.at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := InWindow(cfg.Windows[0], at); got != tc.want {
+				t.Errorf("InWindow(%s, %s) = %v, want %v", tc.window, at.In(cfg.Windows[0].Timezone.Location), got, tc.want)
+			}
+		})
+	}
+}
+
+func TestInWindowsAnyMatches(t *testing.T) {
+	if !InWindows(nil, saturday3am) {
+		t.Error("no windows must mean any time")
+	}
+	cfg := mustParse(t, "pools: [{name: a}]\nwindows: [{days: [Mon], start: '01:00', end: '02:00'}, {days: [Sat], start: '09:00', end: '11:00'}]\n")
+	if !InWindows(cfg.Windows, saturday3am) {
+		t.Error("second window should match Saturday 10:00 UTC")
+	}
+}
