@@ -1,0 +1,3 @@
+(import 'maintenance.libsonnet') +
+(import 'interruptions.libsonnet') +
+(import 'system.libsonnet')

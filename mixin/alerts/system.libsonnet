@@ -1,0 +1,61 @@
+// Alerts on the exporter and the actions service themselves.
+local promql = import '../lib/promql.libsonnet';
+local utils = import '../lib/utils.libsonnet';
+
+// How a description names a scrape target: its job, and its instance when there is one.
+local targetRef = '{{ $labels.job }}{{ with $labels.instance }} at {{ . }}{{ end }}';
+
+{
+  prometheusAlerts+:: {
+    local c = $._config,
+    local exporterSelectors = [c.clusterExporterSelector, c.nodeAgentSelector, c.actionsSelector],
+
+    groups+: [
+      {
+        name: 'gke-disruption-exporter',
+        rules: [
+          {
+            alert: 'GKEDisruptionExporterDown',
+            expr: std.join('\nor\n', ['up{%s} == 0' % s for s in exporterSelectors] +
+                                     ['absent(up{%s})' % s for s in c.requiredJobSelectors]) + '\n',
+            'for': '15m',
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A gke-disruption-exporter target is down or missing.',
+              description: 'Prometheus has had no successful scrape of %s for 15 minutes. Disruption signals from it are missing: alerts, dashboards and actions that depend on them are blind.' % targetRef,
+            },
+          },
+          {
+            alert: 'GKEDisruptionCollectorFailing',
+            expr: std.join('\nor\n', [
+              'gke_disruption_collector_success{%s} == 0' % s
+              for s in [c.clusterExporterSelector, c.nodeAgentSelector]
+            ]) + '\n',
+            'for': '15m',
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'A gke-disruption-exporter collector is failing.',
+              description: 'The {{ $labels.collector }} collector of %s has failed for 15 minutes: its series are missing or out of date.' % targetRef,
+            },
+          },
+          {
+            alert: 'GKEDisruptionActionFailed',
+            expr: |||
+              sum by (%(by)s) (
+              %(increase)s
+              ) > 0
+            ||| % {
+              by: utils.labelList(c, ['action']),
+              increase: utils.indent(promql.sparseIncrease('gke_disruption_actions_total{%s, result="failed"}' % c.actionsSelector, c.actionFailedWindow), 2),
+            },
+            labels: { severity: 'warning' },
+            annotations: {
+              summary: 'The actions service failed to act on a node.',
+              description: '{{ printf "%%.0f" $value }} {{ $labels.action }} action(s) failed within %s. The affected nodes were not prepared for their maintenance.' % c.actionFailedWindow,
+            },
+          },
+        ],
+      },
+    ],
+  },
+}

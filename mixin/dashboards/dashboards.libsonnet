@@ -1,0 +1,3 @@
+(import 'fleet.libsonnet') +
+(import 'node-pool.libsonnet') +
+(import 'actions.libsonnet')
