@@ -1,0 +1,412 @@
+// Package cloudmonitoring turns GKE's interruption metrics in Cloud Monitoring, kubernetes.io/node/interruption_count
+// and kubernetes.io/node_pool/interruption_count, into the counters gke_node_interruptions_total and
+// gke_node_pool_interruptions_total.
+//
+// Both metrics are GAUGE INT64 series whose points each count the interruptions since the previous sample, and
+// points become visible up to about 150 s after their end time. The collector lists each metric once per project
+// and poll interval, over a window reaching back --cloudmonitoring.lookback before the previous successful listing,
+// and adds every point to its counter exactly once (by series and point end time). A point is counted if it turns
+// up within the look-back window after its end time; after a failed listing the next window reaches back to the
+// last successful one, so an outage loses nothing the API still returns.
+//
+// A restarted exporter starts its counters at zero: the points of its first listing are remembered, not counted,
+// because the previous process may already have exposed them. Prometheus reads the drop as a counter reset.
+package cloudmonitoring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	monitoring "cloud.google.com/go/monitoring/apiv3/v2"
+	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
+	gax "github.com/googleapis/gax-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+)
+
+// The Cloud Monitoring metric and resource types read.
+const (
+	MetricNodeInterruptions     = "kubernetes.io/node/interruption_count"
+	MetricNodePoolInterruptions = "kubernetes.io/node_pool/interruption_count"
+	resourceNode                = "k8s_node"
+	resourceNodePool            = "k8s_node_pool"
+)
+
+// maxPageSize is the API's largest page, in points.
+const maxPageSize = 100000
+
+var (
+	nodeDesc = prometheus.NewDesc("gke_node_interruptions_total",
+		"Node interruptions reported by Cloud Monitoring (kubernetes.io/node/interruption_count).",
+		[]string{"project_id", "location", "cluster", "node", "interruption_type", "interruption_reason"}, nil)
+	nodePoolDesc = prometheus.NewDesc("gke_node_pool_interruptions_total",
+		"Node pool interruptions reported by Cloud Monitoring (kubernetes.io/node_pool/interruption_count).",
+		[]string{"project_id", "location", "cluster", "node_pool", "interruption_type", "interruption_reason"}, nil)
+)
+
+// Config says what to list and how often.
+type Config struct {
+	Projects    []string      // projects whose metrics are listed, each with its own calls
+	Clusters    []string      // cluster_name values to keep; empty keeps all
+	Interval    time.Duration // between listings of one metric and project
+	Lookback    time.Duration // how late a point may turn up and still be counted
+	IdleTimeout time.Duration // a series without new points is dropped after this long (nodes come and go)
+	PageSize    int           // points per page; 0 means the API's largest
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if len(c.Projects) == 0 {
+		return errors.New("no project given")
+	}
+	for _, p := range c.Projects {
+		if p == "" || strings.ContainsAny(p, "/ \t\n") {
+			return fmt.Errorf("project %q: want a project ID or number", p)
+		}
+	}
+	for _, name := range c.Clusters {
+		if name == "" {
+			return errors.New("empty cluster name")
+		}
+	}
+	switch {
+	case c.Interval <= 0:
+		return fmt.Errorf("interval %v: must be positive", c.Interval)
+	case c.Lookback <= 0:
+		return fmt.Errorf("look-back window %v: must be positive", c.Lookback)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout)
+	case c.PageSize < 0 || c.PageSize > maxPageSize:
+		return fmt.Errorf("page size %d: must be between 0 and %d", c.PageSize, maxPageSize)
+	}
+	return nil
+}
+
+// NewClient connects to Cloud Monitoring with Application Default Credentials (Workload Identity on GKE), or, with
+// plaintext, to endpoint over unencrypted gRPC without credentials (the simulator).
+func NewClient(ctx context.Context, endpoint string, plaintext bool) (*monitoring.MetricClient, error) {
+	var opts []option.ClientOption
+	if endpoint != "" {
+		opts = append(opts, option.WithEndpoint(endpoint))
+	}
+	if plaintext {
+		if endpoint == "" {
+			return nil, errors.New("plaintext gRPC needs an endpoint")
+		}
+		opts = append(opts, option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	}
+	client, err := monitoring.NewMetricClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating Cloud Monitoring client: %w", err)
+	}
+	return client, nil
+}
+
+// query is the listing of one metric in one project.
+type query struct {
+	metricType string
+	project    string
+	filter     string
+	family     *family
+	labels     func(ts *monitoringpb.TimeSeries, project string) []string
+
+	succeeded bool      // a listing has completed; until then listings prime
+	from      time.Time // start of the next window once succeeded: look-back before the last success
+	lastErr   error     // of the latest attempt; nil after a success
+	attempted bool
+	failures  int       // consecutive retryable failures, for the backoff
+	due       time.Time // next attempt, for Run
+}
+
+// Collector keeps the interruption counters current by polling; a scrape only reads them.
+type Collector struct {
+	logger   *slog.Logger
+	client   *monitoring.MetricClient
+	cfg      Config
+	now      func() time.Time
+	jitter   func() float64 // in [0, 1)
+	families []*family
+
+	requests    *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+
+	mu      sync.Mutex
+	queries []*query
+}
+
+// New builds a collector listing through client; Run polls. Its request counter and last-success gauge register
+// with reg.
+func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg prometheus.Registerer) (*Collector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Collector{
+		logger: logger,
+		client: client,
+		cfg:    cfg,
+		now:    time.Now,
+		jitter: rand.Float64,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: collector.Namespace,
+			Name:      "cloudmonitoring_requests_total",
+			Help:      "Cloud Monitoring ListTimeSeries calls (one per page), by metric type and gRPC code.",
+		}, []string{"metric", "code"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: collector.Namespace,
+			Name:      "cloudmonitoring_last_success_timestamp_seconds",
+			Help:      "When the latest listings of every metric and project had all succeeded, in seconds since the epoch.",
+		}),
+	}
+	nodes := newFamily(nodeDesc, cfg.Interval, cfg.IdleTimeout)
+	pools := newFamily(nodePoolDesc, cfg.Interval, cfg.IdleTimeout)
+	c.families = []*family{nodes, pools}
+	for _, project := range cfg.Projects {
+		c.queries = append(c.queries,
+			&query{metricType: MetricNodeInterruptions, project: project, family: nodes, labels: nodeLabels,
+				filter: listFilter(MetricNodeInterruptions, resourceNode, cfg.Clusters)},
+			&query{metricType: MetricNodePoolInterruptions, project: project, family: pools, labels: nodePoolLabels,
+				filter: listFilter(MetricNodePoolInterruptions, resourceNodePool, cfg.Clusters)})
+	}
+	for _, metric := range []string{MetricNodeInterruptions, MetricNodePoolInterruptions} {
+		c.requests.WithLabelValues(metric, codes.OK.String())
+	}
+	for _, m := range []prometheus.Collector{c.requests, c.lastSuccess} {
+		if err := reg.Register(m); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// listFilter selects one metric and resource type, and the clusters asked for.
+func listFilter(metricType, resourceType string, clusters []string) string {
+	f := "metric.type = " + strconv.Quote(metricType) + " AND resource.type = " + strconv.Quote(resourceType)
+	if len(clusters) == 0 {
+		return f
+	}
+	alternatives := make([]string, len(clusters))
+	for i, name := range clusters {
+		alternatives[i] = "resource.labels.cluster_name = " + strconv.Quote(name)
+	}
+	return f + " AND (" + strings.Join(alternatives, " OR ") + ")"
+}
+
+func nodeLabels(ts *monitoringpb.TimeSeries, project string) []string {
+	r := ts.GetResource().GetLabels()
+	return seriesLabels(ts, project, r["node_name"])
+}
+
+func nodePoolLabels(ts *monitoringpb.TimeSeries, project string) []string {
+	r := ts.GetResource().GetLabels()
+	return seriesLabels(ts, project, r["node_pool_name"])
+}
+
+// seriesLabels are the exported label values in descriptor order; project_id falls back to the listed project.
+func seriesLabels(ts *monitoringpb.TimeSeries, project, object string) []string {
+	r := ts.GetResource().GetLabels()
+	m := ts.GetMetric().GetLabels()
+	if p := r["project_id"]; p != "" {
+		project = p
+	}
+	return []string{project, r["location"], r["cluster_name"], object, m["interruption_type"], m["interruption_reason"]}
+}
+
+// Run polls every metric and project on the interval until ctx ends, retrying throttled and unavailable listings
+// sooner, with backoff and jitter.
+func (c *Collector) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		var next time.Time
+		for _, q := range c.queries {
+			if !c.now().Before(q.due) {
+				c.poll(ctx, q)
+			}
+			if next.IsZero() || q.due.Before(next) {
+				next = q.due
+			}
+		}
+		timer.Reset(next.Sub(c.now()))
+	}
+}
+
+// Poll lists every metric and project once, now, and returns the errors of the listings that failed.
+func (c *Collector) Poll(ctx context.Context) error {
+	var errs []error
+	for _, q := range c.queries {
+		errs = append(errs, c.poll(ctx, q))
+	}
+	return errors.Join(errs...)
+}
+
+// poll lists q's window page by page, counts the new points, and schedules q's next attempt.
+func (c *Collector) poll(ctx context.Context, q *query) error {
+	now := c.now()
+	c.mu.Lock()
+	priming := !q.succeeded
+	from := q.from
+	if priming {
+		from = now.Add(-c.cfg.Lookback)
+	}
+	c.mu.Unlock()
+
+	req := &monitoringpb.ListTimeSeriesRequest{
+		Name:     "projects/" + q.project,
+		Filter:   q.filter,
+		Interval: &monitoringpb.TimeInterval{StartTime: timestamppb.New(from), EndTime: timestamppb.New(now)},
+		View:     monitoringpb.ListTimeSeriesRequest_FULL,
+		PageSize: int32(c.cfg.PageSize),
+	}
+	pageSize := c.cfg.PageSize
+	if pageSize == 0 {
+		pageSize = maxPageSize
+	}
+	// The client's own retries are off: this loop backs off itself and counts every call by its code.
+	pager := iterator.NewPager(c.client.ListTimeSeries(ctx, req, gax.WithRetry(nil)), pageSize, "")
+	var err error
+	var ignored int
+	for {
+		var page []*monitoringpb.TimeSeries
+		token, pageErr := pager.NextPage(&page)
+		c.requests.WithLabelValues(q.metricType, grpcCode(pageErr).String()).Inc()
+		if pageErr != nil {
+			err = fmt.Errorf("listing %s in project %s: %w", q.metricType, q.project, pageErr)
+			break
+		}
+		c.mu.Lock()
+		for _, ts := range page {
+			labels := q.labels(ts, q.project)
+			for _, p := range ts.GetPoints() {
+				value, ok := pointValue(p)
+				if !ok {
+					ignored++
+					continue
+				}
+				q.family.observe(labels, p.GetInterval().GetEndTime().AsTime(), value, now, priming)
+			}
+		}
+		c.mu.Unlock()
+		if token == "" {
+			break
+		}
+	}
+	if ignored > 0 {
+		c.logger.Warn("ignored points without an end time or with a value that is not a non-negative number",
+			"metric", q.metricType, "project", q.project, "points", ignored)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q.attempted = true
+	q.lastErr = err
+	code := grpcCode(err)
+	switch {
+	case err == nil:
+		q.succeeded = true
+		q.from = now.Add(-c.cfg.Lookback)
+		q.failures = 0
+		q.due = now.Add(c.cfg.Interval)
+	case retryable(code):
+		q.failures++
+		q.due = now.Add(backoff(c.cfg.Interval, q.failures, c.jitter()))
+	default:
+		q.failures = 0
+		q.due = now.Add(c.cfg.Interval)
+	}
+	q.family.commit(now, c.horizonLocked(q.family, now))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Error("Cloud Monitoring listing failed", "metric", q.metricType, "project", q.project,
+				"code", code.String(), "retry_in", q.due.Sub(now).String(), "err", err)
+		}
+		return err
+	}
+	if c.allSucceededLocked() {
+		c.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
+	}
+	return nil
+}
+
+// pointValue reads a point's count. Points are GAUGE INT64; a double is taken as well. Counts cannot be negative.
+func pointValue(p *monitoringpb.Point) (float64, bool) {
+	if p.GetInterval().GetEndTime() == nil {
+		return 0, false
+	}
+	var v float64
+	switch tv := p.GetValue().GetValue().(type) {
+	case *monitoringpb.TypedValue_Int64Value:
+		v = float64(tv.Int64Value)
+	case *monitoringpb.TypedValue_DoubleValue:
+		v = tv.DoubleValue
+	default:
+		return 0, false
+	}
+	return v, v >= 0
+}
+
+// horizonLocked is the earliest end time a listing of f may still return: the start of the next window of each of
+// its queries (for one that has not succeeded yet, a window ending now).
+func (c *Collector) horizonLocked(f *family, now time.Time) time.Time {
+	horizon := now.Add(-c.cfg.Lookback)
+	for _, q := range c.queries {
+		if q.family == f && q.succeeded && q.from.Before(horizon) {
+			horizon = q.from
+		}
+	}
+	return horizon
+}
+
+func (c *Collector) allSucceededLocked() bool {
+	for _, q := range c.queries {
+		if !q.attempted || q.lastErr != nil {
+			return false
+		}
+	}
+	return true
+}
+
+var errNotPolled = errors.New("Cloud Monitoring not listed yet")
+
+// Update sends the counters as of the latest listings. It fails while any metric and project has not been listed,
+// or its latest listing failed; the counters keep their values meanwhile.
+func (c *Collector) Update(ch chan<- prometheus.Metric) error {
+	c.mu.Lock()
+	var metrics []prometheus.Metric
+	for _, f := range c.families {
+		metrics = f.metrics(metrics)
+	}
+	var errs []error
+	for _, q := range c.queries {
+		switch {
+		case !q.attempted:
+			errs = append(errs, fmt.Errorf("%s in project %s: %w", q.metricType, q.project, errNotPolled))
+		case q.lastErr != nil:
+			errs = append(errs, q.lastErr)
+		}
+	}
+	c.mu.Unlock()
+	for _, m := range metrics {
+		ch <- m
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,47 @@
+package cloudmonitoring
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// grpcCode is the gRPC code of a listing's outcome, also for errors the client raises itself.
+func grpcCode(err error) codes.Code {
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Unknown
+}
+
+// retryable codes mean the API is briefly unreachable or throttling: worth trying again before the next interval,
+// backing off. Other failures (permissions, a bad filter) will not heal by themselves and wait for the interval.
+func retryable(code codes.Code) bool {
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before the retry after the given number of consecutive failures: it doubles from a sixteenth
+// of the interval up to four intervals, and jitter (in [0, 1)) spreads it over its upper half so that exporters
+// throttled together do not retry together.
+func backoff(interval time.Duration, failures int, jitter float64) time.Duration {
+	d := interval / 16
+	limit := 4 * interval
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
