@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X github.com/prometheus/common/version.Version=$(VERSION) \
             -X github.com/prometheus/common/version.Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
 TOOLS    := etcd kube-apiserver promtool prometheus alertmanager
 
-.PHONY: all build test lint tools bench
+.PHONY: all build test lint tools bench generate check-generated
 
 all: lint build test
 
@@ -20,6 +20,18 @@ tools:
 # test runs every test, the real-component integration tests included.
 test: tools lint
 	$(GO) test -count=1 ./...
+
+# generate renders the monitoring mixin (mixin/) into rules/ and dashboards/; commit the result.
+generate:
+	$(GO) run ./cmd/mixin-generate --output-dir=.
+
+# check-generated fails when rules/ or dashboards/ differ from what the mixin renders (make test checks it too,
+# in TestGeneratedFilesUpToDate).
+check-generated:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) run ./cmd/mixin-generate --output-dir="$$tmp" && \
+	diff -r "$$tmp/rules" rules && diff -r "$$tmp/dashboards" dashboards || \
+	{ echo "rules/ or dashboards/ are stale: run make generate"; exit 1; }
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
