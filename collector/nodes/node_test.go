@@ -31,22 +31,22 @@ func TestRender(t *testing.T) {
 		{
 			name: "plain node has only info, provisioning standard",
 			node: node("n1", nil),
-			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "spot label without provisioning label",
 			node: node("n1", map[string]string{LabelSpot: "true", LabelNodePool: "spot-pool"}),
-			want: `gke_node_info{node="n1",node_pool="spot-pool",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="spot"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="spot-pool",provisioning="spot",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "provisioning label wins over spot",
 			node: node("n1", map[string]string{LabelSpot: "true", LabelProvisioning: "flex-start"}),
-			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="flex-start"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="flex-start",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "deprecated zone and instance type labels",
 			node: node("n1", map[string]string{LabelZoneDeprecated: "us-central1-a", LabelInstanceTypeDeprecated: "a3-highgpu-8g"}),
-			want: `gke_node_info{node="n1",node_pool="",zone="us-central1-a",machine_type="a3-highgpu-8g",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="a3-highgpu-8g",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone="us-central1-a"} 1` + "\n",
 		},
 		{
 			name: "scheduled maintenance time",
@@ -109,12 +109,12 @@ func TestRender(t *testing.T) {
 		{
 			name: "invalid UTF-8 label value dropped",
 			node: node("n1", map[string]string{LabelNodePool: "pool\xff"}),
-			want: `gke_node_info{node="n1",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "quotes and backslashes escaped",
 			node: node(`n"1\`, nil),
-			want: `gke_node_info{node="n\"1\\",node_pool="",zone="",machine_type="",accelerator="",tpu_accelerator="",tpu_topology="",provisioning="standard"} 1` + "\n",
+			want: `gke_node_info{accelerator="",machine_type="",node="n\"1\\",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,8 +147,8 @@ func TestRenderTaints(t *testing.T) {
 	}
 	got, _ := renderText(n)
 	for _, want := range []string{
-		"gke_node_impending_termination{node=\"n1\",effect=\"NoSchedule\"} 1\n",
-		"gke_node_impending_termination{node=\"n1\",effect=\"NoExecute\"} 1\n",
+		"gke_node_impending_termination{effect=\"NoSchedule\",node=\"n1\"} 1\n",
+		"gke_node_impending_termination{effect=\"NoExecute\",node=\"n1\"} 1\n",
 		"gke_node_unschedulable{node=\"n1\"} 1\n",
 	} {
 		if !strings.Contains(got, want) {

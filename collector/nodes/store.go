@@ -56,15 +56,16 @@ func render(node *v1.Node) (rendered, []parseError) {
 	var errs []parseError
 	name := node.Name
 	labels := node.Labels
+	// Label names in sorted order, as client_golang writes them.
 	r[familyInfo] = collector.AppendSample(nil, families[familyInfo].Name, 1,
+		"accelerator", labelValue(labels, LabelAccelerator),
+		"machine_type", labelValue(labels, LabelInstanceType, LabelInstanceTypeDeprecated),
 		"node", name,
 		"node_pool", labelValue(labels, LabelNodePool),
-		"zone", labelValue(labels, LabelZone, LabelZoneDeprecated),
-		"machine_type", labelValue(labels, LabelInstanceType, LabelInstanceTypeDeprecated),
-		"accelerator", labelValue(labels, LabelAccelerator),
+		"provisioning", provisioning(labels),
 		"tpu_accelerator", labelValue(labels, LabelTPUAccelerator),
 		"tpu_topology", labelValue(labels, LabelTPUTopology),
-		"provisioning", provisioning(labels),
+		"zone", labelValue(labels, LabelZone, LabelZoneDeprecated),
 	)
 	if v, ok := labels[LabelScheduledMaintenanceTime]; ok {
 		if secs, ok := parseMaintenanceTime(v); ok {
@@ -79,7 +80,7 @@ func render(node *v1.Node) (rendered, []parseError) {
 	for _, taint := range node.Spec.Taints {
 		if taint.Key == TaintImpendingTermination {
 			r[familyImpendingTermination] = collector.AppendSample(r[familyImpendingTermination],
-				families[familyImpendingTermination].Name, 1, "node", name, "effect", string(taint.Effect))
+				families[familyImpendingTermination].Name, 1, "effect", string(taint.Effect), "node", name)
 		}
 	}
 	if labels[LabelPerformMaintenance] == "true" {

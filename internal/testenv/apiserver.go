@@ -37,8 +37,8 @@ type APIServer struct {
 	dir       string
 	apiPort   int
 	etcdURL   string
-	apiserver *exec.Cmd
-	etcd      *exec.Cmd
+	apiserver *process
+	etcd      *process
 	logFile   *os.File
 }
 
@@ -70,7 +70,7 @@ func StartAPIServer(t testing.TB) *APIServer {
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 	)
-	if err := s.etcd.Start(); err != nil {
+	if err := s.etcd.start(); err != nil {
 		t.Fatalf("starting etcd: %v", err)
 	}
 
@@ -114,9 +114,11 @@ func (s *APIServer) startAPIServer(bin string) error {
 		"--service-account-signing-key-file="+filepath.Join(s.dir, "sa.key"),
 		// No controller manager runs, so no namespace gets a default ServiceAccount for pods to use.
 		"--disable-admission-plugins=ServiceAccount",
+		// The kubernetes Service endpoint may not point at loopback.
+		"--endpoint-reconciler-type=none",
 		"--v=0",
 	)
-	if err := s.apiserver.Start(); err != nil {
+	if err := s.apiserver.start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver: %w", err)
 	}
 	return s.waitReady(60 * time.Second)
@@ -128,6 +130,9 @@ func (s *APIServer) waitReady(timeout time.Duration) error {
 	url := "https://127.0.0.1:" + strconv.Itoa(s.apiPort) + "/readyz"
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
+		if s.apiserver.exited() {
+			return fmt.Errorf("kube-apiserver exited while starting; logs in %s", s.logFile.Name())
+		}
 		if resp, err := client.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -150,13 +155,13 @@ func (s *APIServer) Restart() {
 // StopAPIServer stops kube-apiserver only (etcd keeps the data).
 func (s *APIServer) StopAPIServer() {
 	s.t.Helper()
-	terminate(s.apiserver)
+	s.apiserver.terminate()
 }
 
 // StartAgain starts kube-apiserver after StopAPIServer.
 func (s *APIServer) StartAgain() {
 	s.t.Helper()
-	if err := s.startAPIServer(s.apiserver.Path); err != nil {
+	if err := s.startAPIServer(s.apiserver.cmd.Path); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -172,8 +177,8 @@ func (s *APIServer) Namespace(prefix string) string {
 }
 
 func (s *APIServer) stop() {
-	terminate(s.apiserver)
-	terminate(s.etcd)
+	s.apiserver.terminate()
+	s.etcd.terminate()
 	if s.logFile != nil {
 		s.logFile.Close()
 	}
@@ -186,26 +191,48 @@ func (s *APIServer) stop() {
 	os.RemoveAll(s.dir)
 }
 
-func (s *APIServer) command(bin string, args ...string) *exec.Cmd {
+func (s *APIServer) command(bin string, args ...string) *process {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
 	// Die with the test binary even if it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return cmd
+	return &process{cmd: cmd, done: make(chan struct{})}
 }
 
-func terminate(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil || cmd.ProcessState != nil {
+// process is a started component; done closes when it exits.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *process) start() error {
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminate stops the process with SIGTERM, then SIGKILL after 10 s.
+func (p *process) terminate() {
+	if p == nil || p.cmd.Process == nil || p.exited() {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 

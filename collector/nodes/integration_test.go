@@ -1,0 +1,246 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/promslog"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+// gkeSeries are the families the golden files cover.
+var gkeSeries = []string{
+	"gke_node_info", "gke_node_scheduled_maintenance_timestamp_seconds", "gke_node_maintenance_state",
+	"gke_node_impending_termination", "gke_node_perform_maintenance_requested", "gke_node_unschedulable",
+	"gke_node_opportunistic_maintenance_triggered", "gke_node_opportunistic_maintenance_disabled",
+	"gke_disruption_node_label_parse_errors_total",
+}
+
+// exporter runs the node collector behind the real /metrics handler.
+type exporter struct {
+	t         *testing.T
+	collector *Collector
+	url       string
+}
+
+func startExporter(t *testing.T, client kubernetes.Interface) *exporter {
+	t.Helper()
+	logger := promslog.NewNopLogger()
+	reg := prometheus.NewRegistry()
+	c, err := New(logger, client, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	srv := httptest.NewServer(collector.NewSet(logger, reg, map[string]collector.Collector{"nodes": c}))
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	testenv.Eventually(t, 30*time.Second, "initial node list sync", func() error {
+		if !c.HasSynced() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
+	return &exporter{t: t, collector: c, url: srv.URL}
+}
+
+// waitFor polls /metrics until the named families equal want.
+func (e *exporter) waitFor(step, want string, names ...string) {
+	e.t.Helper()
+	if len(names) == 0 {
+		names = gkeSeries
+	}
+	testenv.Eventually(e.t, 30*time.Second, step, func() error {
+		return testutil.ScrapeAndCompare(e.url, strings.NewReader(want), names...)
+	})
+}
+
+func (e *exporter) scrape() string {
+	e.t.Helper()
+	resp, err := http.Get(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func createNode(t *testing.T, client kubernetes.Interface, n *v1.Node) {
+	t.Helper()
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating node %s: %v", n.Name, err)
+	}
+}
+
+func patchNode(t *testing.T, client kubernetes.Interface, name, patch string) {
+	t.Helper()
+	if _, err := client.CoreV1().Nodes().Patch(context.Background(), name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching node %s: %v", name, err)
+	}
+}
+
+// gkeNodes is a small GKE fleet in every state the series describe.
+func gkeNodes() []*v1.Node {
+	a3 := node("gke-train-a3-0", map[string]string{
+		LabelNodePool: "a3-train", LabelZone: "us-central1-a", LabelInstanceType: "a3-highgpu-8g",
+		LabelAccelerator: "nvidia-h100-80gb", LabelScheduledMaintenanceTime: "1764547200",
+		"kubernetes.io/hostname": "gke-train-a3-0",
+	})
+	tpu := node("gke-tpu-v5p-0", map[string]string{
+		LabelNodePool: "tpu-v5p", LabelZone: "us-east5-a", LabelInstanceType: "ct5p-hightpu-4t",
+		LabelTPUAccelerator: "tpu-v5p-slice", LabelTPUTopology: "2x2x2", LabelActiveNodeMaintenance: "ONGOING",
+	})
+	tpu.Spec.Taints = []v1.Taint{{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule}}
+	spot := node("gke-spot-l4-0", map[string]string{
+		LabelNodePool: "l4-spot", LabelZone: "us-central1-b", LabelInstanceType: "g2-standard-8",
+		LabelAccelerator: "nvidia-l4", LabelSpot: "true", LabelPerformMaintenance: "true",
+		LabelOpportunisticDisable: "true",
+	})
+	spot.Annotations = map[string]string{AnnotationMaintenanceState: "opportunistic-triggered: true"}
+	cordoned := node("gke-serve-l4-0", map[string]string{
+		LabelNodePool: "l4-serve", LabelProvisioning: "standard", LabelScheduledMaintenanceTime: "soon",
+	})
+	cordoned.Spec.Unschedulable = true
+	return []*v1.Node{a3, tpu, spot, cordoned}
+}
+
+func TestGoldenSeries(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	for _, n := range gkeNodes() {
+		createNode(t, api.Client, n)
+	}
+	e := startExporter(t, api.Client)
+	golden, err := os.ReadFile("testdata/nodes.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("series of the GKE fleet", string(golden))
+
+	// The golden file is valid exposition as promtool sees it.
+	check := exec.Command(testenv.Binary(t, "promtool"), "check", "metrics")
+	check.Stdin = strings.NewReader(string(golden))
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the golden file: %v\n%s", err, out)
+	}
+	// And so is what the exporter serves, self-monitoring included.
+	check = exec.Command(testenv.Binary(t, "promtool"), "check", "metrics")
+	check.Stdin = strings.NewReader(e.scrape())
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on a scrape: %v\n%s", err, out)
+	}
+}
+
+func TestSeriesFollowNodes(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	createNode(t, api.Client, node("n1", map[string]string{LabelNodePool: "p"}))
+	e := startExporter(t, api.Client)
+	info := `# HELP gke_node_info GKE node metadata: node pool, zone, machine type, accelerators and provisioning model.
+# TYPE gke_node_info gauge
+gke_node_info{accelerator="",machine_type="",node="n1",node_pool="p",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1
+`
+	scheduled := `# HELP gke_node_scheduled_maintenance_timestamp_seconds When host maintenance is scheduled to start, from the node label cloud.google.com/scheduled-maintenance-time.
+# TYPE gke_node_scheduled_maintenance_timestamp_seconds gauge
+gke_node_scheduled_maintenance_timestamp_seconds{node="n1"} %d
+`
+	names := []string{"gke_node_info", "gke_node_scheduled_maintenance_timestamp_seconds", "gke_node_maintenance_state"}
+	e.waitFor("info series only", info, names...)
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":"1764547200"}}}`)
+	e.waitFor("label added", info+fmt.Sprintf(scheduled, 1764547200), names...)
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":"1764633600","cloud.google.com/active-node-maintenance":"ONGOING"}}}`)
+	e.waitFor("label changed", info+fmt.Sprintf(scheduled, 1764633600)+`# HELP gke_node_maintenance_state The node is in host maintenance, from the label cloud.google.com/active-node-maintenance.
+# TYPE gke_node_maintenance_state gauge
+gke_node_maintenance_state{node="n1",state="ongoing"} 1
+`, names...)
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":null,"cloud.google.com/active-node-maintenance":null}}}`)
+	e.waitFor("labels removed", info, names...)
+
+	// A bad value is counted once, however often the node changes while it stays.
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":"not-a-time"}}}`)
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"change"}}}`)
+	e.waitFor("parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label values that could not be read, counted once per value seen.
+# TYPE gke_disruption_node_label_parse_errors_total counter
+gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
+`, "gke_disruption_node_label_parse_errors_total")
+
+	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("node deleted", "", names...)
+}
+
+func TestRecoversFromAPIServerRestart(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	createNode(t, api.Client, node("n1", nil))
+	e := startExporter(t, api.Client)
+	names := []string{"gke_node_perform_maintenance_requested"}
+	e.waitFor("no request yet", "", names...)
+
+	api.StopAPIServer()
+	// While the API server is down the last known series stay.
+	if !strings.Contains(e.scrape(), `node="n1"`) {
+		t.Fatal("series lost while the API server was down")
+	}
+	api.StartAgain()
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/perform-maintenance":"true"}}}`)
+	e.waitFor("change after restart", `# HELP gke_node_perform_maintenance_requested Maintenance was requested early with the label cloud.google.com/perform-maintenance=true.
+# TYPE gke_node_perform_maintenance_requested gauge
+gke_node_perform_maintenance_requested{node="n1"} 1
+`, names...)
+}
+
+func TestThousandNodes(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	const count = 1000
+	errs := make(chan error, count)
+	sem := make(chan struct{}, 32)
+	for i := range count {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := api.Client.CoreV1().Nodes().Create(context.Background(),
+				node(fmt.Sprintf("gke-pool-%04d", i), map[string]string{LabelNodePool: "pool"}), metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	for range count {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := startExporter(t, api.Client)
+	testenv.Eventually(t, 30*time.Second, "all nodes exported", func() error {
+		if got := strings.Count(e.scrape(), "gke_node_info{"); got != count {
+			return fmt.Errorf("%d of %d nodes exported", got, count)
+		}
+		return nil
+	})
+}
