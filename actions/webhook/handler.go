@@ -1,0 +1,122 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+)
+
+// Path is where Alertmanager posts.
+const Path = "/webhook"
+
+// DefaultMaxRequestBytes bounds a request body: about 2,000 alerts with their labels and annotations.
+const DefaultMaxRequestBytes = 4 << 20
+
+// ErrNotLeader is returned by a Sink on a replica that does not act; the request is answered 503 so Alertmanager
+// retries and reaches the leader.
+var ErrNotLeader = errors.New("this replica is not the leader; retry")
+
+// Sink takes triggers for asynchronous work. Submit must be quick: Alertmanager waits for the reply.
+type Sink interface {
+	Submit(triggers []Trigger) error
+}
+
+// Handler serves POST /webhook.
+type Handler struct {
+	logger   *slog.Logger
+	sink     Sink
+	maxBytes int64
+	requests *prometheus.CounterVec
+}
+
+// NewHandler builds the handler; gke_disruption_webhook_requests_total registers with reg.
+func NewHandler(logger *slog.Logger, sink Sink, maxBytes int64, reg prometheus.Registerer) (*Handler, error) {
+	h := &Handler{
+		logger:   logger,
+		sink:     sink,
+		maxBytes: maxBytes,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: collector.Namespace,
+			Name:      "webhook_requests_total",
+			Help:      "Alertmanager webhook requests by HTTP status code (requests refused by the web config, 401, are not seen here).",
+		}, []string{"code"}),
+	}
+	for _, code := range []int{http.StatusOK, http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge,
+		http.StatusUnsupportedMediaType, http.StatusInternalServerError, http.StatusServiceUnavailable} {
+		h.requests.WithLabelValues(strconv.Itoa(code))
+	}
+	if err := reg.Register(h.requests); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code, results, msg := h.handle(w, r)
+	h.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	if code != http.StatusOK {
+		h.logger.Debug("webhook request refused", "code", code, "reason", msg, "remote", r.RemoteAddr)
+		http.Error(w, msg, code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if err := json.NewEncoder(w).Encode(results); err != nil {
+		h.logger.Debug("writing webhook reply", "err", err)
+	}
+}
+
+// handle returns the status code, and the per-alert results on 200 or the error text otherwise.
+func (h *Handler) handle(w http.ResponseWriter, r *http.Request) (int, []Result, string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return http.StatusMethodNotAllowed, nil, "only POST is allowed"
+	}
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return http.StatusUnsupportedMediaType, nil, "Content-Type must be application/json"
+	}
+	if r.ContentLength > h.maxBytes {
+		return http.StatusRequestEntityTooLarge, nil, "request body larger than " + strconv.FormatInt(h.maxBytes, 10) + " bytes"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBytes))
+	if err != nil {
+		if maxErr := (*http.MaxBytesError)(nil); errors.As(err, &maxErr) {
+			return http.StatusRequestEntityTooLarge, nil, "request body larger than " + strconv.FormatInt(h.maxBytes, 10) + " bytes"
+		}
+		return http.StatusBadRequest, nil, "reading request body: " + err.Error()
+	}
+	msg, err := Decode(body)
+	if err != nil {
+		return http.StatusBadRequest, nil, err.Error()
+	}
+
+	results := make([]Result, 0, len(msg.Alerts))
+	var triggers []Trigger
+	for _, a := range msg.Alerts {
+		trigger, pass, res := Classify(a)
+		if pass {
+			triggers = append(triggers, trigger)
+		}
+		results = append(results, res)
+	}
+	if len(triggers) > 0 {
+		if err := h.sink.Submit(triggers); err != nil {
+			if errors.Is(err, ErrNotLeader) {
+				return http.StatusServiceUnavailable, nil, err.Error()
+			}
+			h.logger.Error("queueing webhook triggers", "err", err)
+			return http.StatusInternalServerError, nil, "queueing work: " + err.Error()
+		}
+	}
+	h.logger.Debug("webhook request accepted", "receiver", msg.Receiver, "group_key", msg.GroupKey, "alerts", len(msg.Alerts), "triggers", len(triggers))
+	return http.StatusOK, results, ""
+}
