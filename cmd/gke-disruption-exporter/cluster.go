@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/cloudmonitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
@@ -21,6 +22,8 @@ func clusterCommand(app *kingpin.Application) runFunc {
 	web := serve.AddFlags(cmd, ":9842")
 	kubeconfig := kubeconfigFlag(cmd)
 	enableNodes := collector.EnableFlag(cmd, "nodes", true)
+	enableCloudMonitoring := collector.EnableFlag(cmd, "cloudmonitoring", true)
+	cloudMonitoring := cloudmonitoring.AddFlags(cmd)
 
 	return func(ctx context.Context, logger *slog.Logger) error {
 		reg := selfRegistry()
@@ -42,6 +45,21 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			go nc.Run(ctx)
 			collectors["nodes"] = nc
 			synced = append(synced, nc.HasSynced)
+		}
+		if *enableCloudMonitoring && cloudMonitoring.Active() {
+			client, err := cloudmonitoring.NewClient(ctx, *cloudMonitoring.Endpoint, *cloudMonitoring.Insecure)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			mc, err := cloudmonitoring.New(logger.With("collector", "cloudmonitoring"), client, cloudMonitoring.Config(), reg)
+			if err != nil {
+				return fmt.Errorf("cloudmonitoring collector: %w", err)
+			}
+			go mc.Run(ctx)
+			collectors["cloudmonitoring"] = mc
+		} else if *enableCloudMonitoring {
+			logger.Info("cloudmonitoring collector inactive: no --cloudmonitoring.project given")
 		}
 
 		server, err := serve.New(logger, web, name, "GKE node maintenance, preemption and interruption signals.",

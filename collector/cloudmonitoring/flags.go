@@ -1,0 +1,52 @@
+package cloudmonitoring
+
+import (
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+// Flags are the --cloudmonitoring.* settings of a command.
+type Flags struct {
+	Projects    *[]string
+	Clusters    *[]string
+	Interval    *time.Duration
+	Lookback    *time.Duration
+	IdleTimeout *time.Duration
+	Endpoint    *string
+	Insecure    *bool
+}
+
+// AddFlags adds the --cloudmonitoring.* flags to cmd.
+func AddFlags(cmd *kingpin.CmdClause) *Flags {
+	return &Flags{
+		Projects: cmd.Flag("cloudmonitoring.project",
+			"Project whose GKE interruption metrics are read (repeatable). The collector is active only with at least one.").Strings(),
+		Clusters: cmd.Flag("cloudmonitoring.cluster",
+			"Only read interruptions of this cluster (repeatable; default: every cluster of the projects).").Strings(),
+		Interval: cmd.Flag("cloudmonitoring.interval",
+			"How often each interruption metric is listed per project.").Default("60s").Duration(),
+		Lookback: cmd.Flag("cloudmonitoring.lookback",
+			"How late a point may turn up and still be counted; GKE's points arrive up to about 150s late.").Default("5m").Duration(),
+		IdleTimeout: cmd.Flag("cloudmonitoring.series-idle-timeout",
+			"Drop a node or node pool series after this long without new interruptions (deleted nodes).").Default("1h").Duration(),
+		Endpoint: cmd.Flag("cloudmonitoring.endpoint",
+			"Cloud Monitoring API endpoint, host:port (default: Google's).").String(),
+		Insecure: cmd.Flag("cloudmonitoring.insecure",
+			"Talk plaintext gRPC without credentials to --cloudmonitoring.endpoint (the simulator, tests).").Bool(),
+	}
+}
+
+// Active reports whether a project was given.
+func (f *Flags) Active() bool { return len(*f.Projects) > 0 }
+
+// Config is the collector configuration the flags describe.
+func (f *Flags) Config() Config {
+	return Config{
+		Projects:    *f.Projects,
+		Clusters:    *f.Clusters,
+		Interval:    *f.Interval,
+		Lookback:    *f.Lookback,
+		IdleTimeout: *f.IdleTimeout,
+	}
+}
