@@ -37,9 +37,7 @@ type File struct {
 // Render evaluates the mixin and returns the generated files sorted by path. YAML paths get YAML, everything else
 // indented JSON.
 func Render() ([]File, error) {
-	vm := jsonnet.MakeVM()
-	vm.Importer(&fsImporter{fsys: sources, cache: map[string]jsonnet.Contents{}})
-	outputs, err := vm.EvaluateFileMulti(entryPoint)
+	outputs, err := newVM().EvaluateFileMulti(entryPoint)
 	if err != nil {
 		return nil, fmt.Errorf("evaluating mixin: %w", err)
 	}
@@ -61,6 +59,13 @@ func Render() ([]File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
+}
+
+// newVM returns a jsonnet VM that imports from the embedded sources.
+func newVM() *jsonnet.VM {
+	vm := jsonnet.MakeVM()
+	vm.Importer(&fsImporter{fsys: sources, cache: map[string]jsonnet.Contents{}})
+	return vm
 }
 
 func indentJSON(doc []byte) ([]byte, error) {
