@@ -8,7 +8,6 @@ local targetRef = '{{ $labels.job }}{{ with $labels.instance }} at {{ . }}{{ end
 {
   prometheusAlerts+:: {
     local c = $._config,
-    local exporterSelectors = [c.clusterExporterSelector, c.nodeAgentSelector, c.actionsSelector],
 
     groups+: [
       {
@@ -16,8 +15,17 @@ local targetRef = '{{ $labels.job }}{{ with $labels.instance }} at {{ . }}{{ end
         rules: [
           {
             alert: 'GKEDisruptionExporterDown',
-            expr: std.join('\nor\n', ['up{%s} == 0' % s for s in exporterSelectors] +
-                                     ['absent(up{%s})' % s for s in c.requiredJobSelectors]) + '\n',
+            // A node agent is unreachable while its node is in maintenance. Where its scrape configuration gives
+            // the target a node label, the unless below leaves those out; without the label it matches nothing.
+            expr: std.join('\nor\n', [
+              'up{%s} == 0' % c.clusterExporterSelector,
+              '(\n  up{%s} == 0\n  unless on (%s) gke_node_maintenance_state{%s}\n)' % [
+                c.nodeAgentSelector,
+                utils.labelList(c, ['node']),
+                c.clusterExporterSelector,
+              ],
+              'up{%s} == 0' % c.actionsSelector,
+            ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors]) + '\n',
             'for': '15m',
             labels: { severity: 'warning' },
             annotations: {
