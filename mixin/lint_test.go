@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// producedMetrics are the series of the metric contract (docs in README and design): the only metrics, besides the
-// mixin's own recording rules, that its rules and dashboards may use.
+// producedMetrics are the series of the exporter's metric contract: besides the mixin's own recording rules, the
+// only metrics its rules and dashboards may use.
 var producedMetrics = []string{
 	// cluster command, from Node objects
 	"gke_node_info",
