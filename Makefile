@@ -41,3 +41,17 @@ lint:
 # bench runs the benchmarks and prints them as a table.
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./... | $(GO) run ./internal/benchtable
+
+# image builds the container image for every platform in PLATFORMS with docker buildx; IMAGE_PUSH=true pushes it.
+IMAGE      ?= ghcr.io/gke-disruption-exporter/gke-disruption-exporter
+PLATFORMS  ?= linux/amd64,linux/arm64
+IMAGE_PUSH ?= false
+
+.PHONY: image
+image:
+	docker buildx build --platform $(PLATFORMS) \
+		--build-arg VERSION=$(VERSION) \
+		--build-arg REVISION=$(shell git rev-parse --short HEAD 2>/dev/null) \
+		--build-arg BRANCH=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null) \
+		--tag $(IMAGE):$(VERSION) \
+		--output type=image,push=$(IMAGE_PUSH) .
