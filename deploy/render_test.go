@@ -18,6 +18,7 @@ const namespace = "gke-disruption-exporter"
 var installs = []string{
 	"overlays/prometheus-operator",
 	"overlays/google-managed-prometheus",
+	"examples/overlay",
 }
 
 // manifests is the output of one kustomize build.
