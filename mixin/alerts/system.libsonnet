@@ -1,5 +1,4 @@
 // Alerts on the exporter and the actions service themselves.
-local promql = import '../lib/promql.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 
 // How a description names a scrape target: its job, and its instance when there is one.
@@ -48,14 +47,12 @@ local targetRef = '{{ $labels.job }}{{ with $labels.instance }} at {{ . }}{{ end
           },
           {
             alert: 'GKEDisruptionActionFailed',
+            // The actions service exposes every action and result at zero from its start.
             expr: |||
               sum by (%(by)s) (
-              %(increase)s
+                increase(gke_disruption_actions_total{%(selector)s, result="failed"}[%(window)s])
               ) > 0
-            ||| % {
-              by: utils.labelList(c, ['action']),
-              increase: utils.indent(promql.sparseIncrease('gke_disruption_actions_total{%s, result="failed"}' % c.actionsSelector, c.actionFailedWindow), 2),
-            },
+            ||| % { by: utils.labelList(c, ['action']), selector: c.actionsSelector, window: c.actionFailedWindow },
             labels: { severity: 'warning' },
             annotations: {
               summary: 'The actions service failed to act on a node.',

@@ -1,7 +1,5 @@
 // Actions: what the actions service decided and did, what it is doing, how long it takes, and its webhook.
-local promql = import '../lib/promql.libsonnet';
 local g = import '../lib/grafana.libsonnet';
-local utils = import '../lib/utils.libsonnet';
 local common = import 'common.libsonnet';
 
 {
@@ -10,10 +8,9 @@ local common = import 'common.libsonnet';
     local sel = '%s, %s' % [c.actionsSelector, common.clusterMatcher(c)],
     local actions(extra='') = 'gke_disruption_actions_total{%s%s}' % [sel, extra],
     // count is how many actions matching extra ended within window, by the labels in by.
-    local count(by, extra, window) =
-      'sum by (%s) (\n%s\n)' % [by, utils.indent(promql.sparseIncrease(actions(extra), window), 2)],
+    local count(by, extra, window) = 'sum by (%s) (increase(%s[%s]))' % [by, actions(extra), window],
     // total is the increase of counter (a selector) over the dashboard's time range.
-    local total(counter) = 'round(sum(\n%s\n)) or vector(0)' % utils.indent(promql.sparseIncrease(counter, '$__range'), 2),
+    local total(counter) = 'round(sum(increase(%s[$__range]))) or vector(0)' % counter,
     local quantile(q) =
       'histogram_quantile(%s, sum by (action, le) (rate(gke_disruption_action_duration_seconds_bucket{%s}[6h])))' % [q, sel],
 

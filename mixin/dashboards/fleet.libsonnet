@@ -1,5 +1,4 @@
 // Fleet overview: what maintenance is coming, what is in maintenance now, and how often pools are interrupted.
-local promql = import '../lib/promql.libsonnet';
 local g = import '../lib/grafana.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 local common = import 'common.libsonnet';
@@ -89,14 +88,14 @@ local common = import 'common.libsonnet';
             g.table(
               'Nodes interrupted most within 7d',
               'The nodes with the most interruptions within 7 days, of any node pool (nodes replaced since keep their counts).',
-              [g.target(|||
-                topk(20, round(sum by (%(by)s) (
-                %(increase)s
-                )))
-              ||| % {
-                by: utils.labelList(c, ['node', 'interruption_type', 'interruption_reason']),
-                increase: utils.indent(promql.sparseIncrease('gke_node_interruptions_total{%s, %s}' % [c.clusterExporterSelector, common.clusterMatcher(c)], '7d'), 2),
-              }, instant=true)],
+              [g.target(
+                'topk(20, round(sum by (%s) (increase(gke_node_interruptions_total{%s, %s}[7d]))))' % [
+                  utils.labelList(c, ['node', 'interruption_type', 'interruption_reason']),
+                  c.clusterExporterSelector,
+                  common.clusterMatcher(c),
+                ],
+                instant=true,
+              )],
               [
                 [c.clusterLabel, 'Cluster'],
                 ['node', 'Node'],

@@ -31,10 +31,4 @@ local utils = import 'utils.libsonnet';
       labels: std.join(', ', $.nodeInfoLabels),
       info: $.nodeInfo(config),
     },
-
-  // sparseIncrease is increase() of counter (a selector) over window, counting also series that appeared within the
-  // window. The exporter creates a counter series at its first event, so increase() alone would miss that first
-  // value: for a series that did not exist a window ago, the whole current value is the increase.
-  sparseIncrease(counter, window)::
-    '(%(c)s unless %(c)s offset %(w)s)\nor\nincrease(%(c)s[%(w)s])' % { c: counter, w: window },
 }

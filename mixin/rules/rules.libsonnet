@@ -22,14 +22,12 @@ local utils = import '../lib/utils.libsonnet';
 
     local interruptions(window) = {
       record: 'node_pool_type_reason:gke_node_pool_interruptions:increase%s' % window,
+      // The exporter exposes a new series at zero before its first count, so increase() sees every interruption.
       expr: |||
         sum by (%(by)s) (
-        %(increase)s
+          increase(gke_node_pool_interruptions_total{%(selector)s}[%(window)s])
         )
-      ||| % {
-        by: byPoolTypeReason,
-        increase: utils.indent(promql.sparseIncrease('gke_node_pool_interruptions_total{%s}' % c.clusterExporterSelector, window), 2),
-      },
+      ||| % { by: byPoolTypeReason, selector: c.clusterExporterSelector, window: window },
     },
 
     groups+: [
