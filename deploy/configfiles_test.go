@@ -62,4 +62,3 @@ func checkWebConfig(t *testing.T, content string) map[string]string {
 	}
 	return parsed.Users
 }
-
