@@ -206,3 +206,37 @@ func TestStripKeepsOnlyWhatSeriesNeed(t *testing.T) {
 		t.Errorf("stripped node renders differently:\n%s\nvs\n%s", stripped, full)
 	}
 }
+
+func TestStoreSetAndDelete(t *testing.T) {
+	s := newStore()
+	for _, name := range []string{"a", "b", "c"} {
+		r, _ := render(node(name, map[string]string{LabelPerformMaintenance: "true"}))
+		s.set(name, &r)
+	}
+	r, _ := render(node("b", nil))
+	s.set("b", &r) // b no longer requests maintenance
+	s.delete("a")
+	s.delete("missing")
+
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{`node="b"`, `gke_node_perform_maintenance_requested{node="c"} 1`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `node="a"`) || strings.Contains(got, `gke_node_perform_maintenance_requested{node="b"}`) {
+		t.Errorf("stale series in\n%s", got)
+	}
+	if s.counts[familyPerformMaintenanceRequested] != 1 || s.counts[familyInfo] != 2 || len(s.index) != 2 {
+		t.Errorf("counts %v, index %v", s.counts, s.index)
+	}
+	for name, i := range s.index {
+		if s.names[i] != name {
+			t.Errorf("index of %s points at %s", name, s.names[i])
+		}
+	}
+}

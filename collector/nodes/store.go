@@ -98,46 +98,58 @@ func render(node *v1.Node) (rendered, []parseError) {
 	return r, errs
 }
 
-// store holds every node's rendered samples. Counts per family let a scrape skip families no node has.
+// store holds every node's rendered samples in a dense slice (a scrape walks it once per family), an index by
+// name for updates, and counts per family so a scrape skips families no node has.
 type store struct {
 	mu     sync.RWMutex
-	nodes  map[string]*rendered
+	nodes  []*rendered
+	names  []string
+	index  map[string]int
 	counts [numFamilies]int
 }
 
 func newStore() *store {
-	return &store{nodes: make(map[string]*rendered)}
+	return &store{index: make(map[string]int)}
 }
 
 func (s *store) set(name string, r *rendered) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.removeLocked(name)
-	s.nodes[name] = r
-	for f, b := range r {
-		if b != nil {
-			s.counts[f]++
-		}
+	i, ok := s.index[name]
+	if ok {
+		s.count(s.nodes[i], -1)
+		s.nodes[i] = r
+	} else {
+		s.index[name] = len(s.nodes)
+		s.nodes = append(s.nodes, r)
+		s.names = append(s.names, name)
 	}
+	s.count(r, 1)
 }
 
 func (s *store) delete(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.removeLocked(name)
-}
-
-func (s *store) removeLocked(name string) {
-	old, ok := s.nodes[name]
+	i, ok := s.index[name]
 	if !ok {
 		return
 	}
-	for f, b := range old {
+	s.count(s.nodes[i], -1)
+	// Move the last node into the gap.
+	last := len(s.nodes) - 1
+	s.nodes[i], s.names[i] = s.nodes[last], s.names[last]
+	s.index[s.names[i]] = i
+	s.nodes[last], s.names[last] = nil, ""
+	s.nodes, s.names = s.nodes[:last], s.names[:last]
+	delete(s.index, name)
+}
+
+func (s *store) count(r *rendered, delta int) {
+	for f, b := range r {
 		if b != nil {
-			s.counts[f]--
+			s.counts[f] += delta
 		}
 	}
-	delete(s.nodes, name)
 }
 
 // WriteText writes every family that has samples: a header, then each node's bytes.
