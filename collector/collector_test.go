@@ -1,0 +1,128 @@
+package collector
+
+import (
+	"compress/gzip"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/promslog"
+)
+
+type fakeCollector struct {
+	err error
+}
+
+var fakeDesc = prometheus.NewDesc("fake_value", "A value.", nil, nil)
+
+func (f fakeCollector) Update(ch chan<- prometheus.Metric) error {
+	if f.err != nil {
+		return f.err
+	}
+	ch <- prometheus.MustNewConstMetric(fakeDesc, prometheus.GaugeValue, 42)
+	return nil
+}
+
+const textFamily = "# HELP text_value A rendered value.\n# TYPE text_value gauge\ntext_value{node=\"a\"} 1\n"
+
+func serve(t *testing.T, collectors map[string]Collector) string {
+	t.Helper()
+	srv := httptest.NewServer(NewSet(promslog.NewNopLogger(), prometheus.NewRegistry(), collectors))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestSetServesBothKindsWithSuccess(t *testing.T) {
+	url := serve(t, map[string]Collector{
+		"plain":  fakeCollector{},
+		"text":   textOnly{text: textFamily},
+		"broken": fakeCollector{err: errors.New("boom")},
+	})
+	want := `# HELP fake_value A value.
+# TYPE fake_value gauge
+fake_value 42
+# HELP gke_disruption_collector_success Whether a collector's part of the scrape succeeded.
+# TYPE gke_disruption_collector_success gauge
+gke_disruption_collector_success{collector="broken"} 0
+gke_disruption_collector_success{collector="plain"} 1
+gke_disruption_collector_success{collector="text"} 1
+# HELP text_value A rendered value.
+# TYPE text_value gauge
+text_value{node="a"} 1
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "fake_value", "gke_disruption_collector_success", "text_value"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// textOnly serves only rendered text.
+type textOnly struct {
+	text    string
+	textErr error
+}
+
+func (textOnly) Update(chan<- prometheus.Metric) error { return nil }
+
+func (c textOnly) WriteText(w io.Writer) error {
+	_, _ = io.WriteString(w, c.text)
+	return c.textErr
+}
+
+func TestFailedTextIsDroppedAndReported(t *testing.T) {
+	url := serve(t, map[string]Collector{
+		"text": textOnly{text: "# HELP half_written", textErr: errors.New("store closed")},
+	})
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(body), "half_written") {
+		t.Errorf("a failed collector's partial text was served:\n%s", body)
+	}
+	if !strings.Contains(string(body), `gke_disruption_collector_success{collector="text"} 0`) {
+		t.Errorf("failure not reported:\n%s", body)
+	}
+}
+
+func TestGzipWhenAsked(t *testing.T) {
+	url := serve(t, map[string]Collector{"text": textOnly{text: textFamily}})
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept-Encoding", "gzip;q=1.0, identity;q=0.5")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding = %q", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(zr)
+	if !strings.Contains(string(body), `text_value{node="a"} 1`) {
+		t.Errorf("gzip body:\n%s", body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type = %q", ct)
+	}
+}
+
+func TestAppendSampleEscapes(t *testing.T) {
+	got := string(AppendSample(nil, "m", 1.5, "a", "x\"y\\z\nw", "b", ""))
+	want := `m{a="x\"y\\z\nw",b=""} 1.5` + "\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := string(AppendSample(nil, "m", 2)); got != "m 2\n" {
+		t.Errorf("no labels: %q", got)
+	}
+}
