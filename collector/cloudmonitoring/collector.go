@@ -123,7 +123,7 @@ type query struct {
 	project    string
 	filter     string
 	family     *family
-	labels     func(ts *monitoringpb.TimeSeries, project string) []string
+	labels     func(dst []string, ts *monitoringpb.TimeSeries, project string) []string
 
 	succeeded bool      // a listing has completed; until then listings prime
 	from      time.Time // start of the next window once succeeded: look-back before the last success
@@ -206,24 +206,23 @@ func listFilter(metricType, resourceType string, clusters []string) string {
 	return f + " AND (" + strings.Join(alternatives, " OR ") + ")"
 }
 
-func nodeLabels(ts *monitoringpb.TimeSeries, project string) []string {
-	r := ts.GetResource().GetLabels()
-	return seriesLabels(ts, project, r["node_name"])
+func nodeLabels(dst []string, ts *monitoringpb.TimeSeries, project string) []string {
+	return seriesLabels(dst, ts, project, ts.GetResource().GetLabels()["node_name"])
 }
 
-func nodePoolLabels(ts *monitoringpb.TimeSeries, project string) []string {
-	r := ts.GetResource().GetLabels()
-	return seriesLabels(ts, project, r["node_pool_name"])
+func nodePoolLabels(dst []string, ts *monitoringpb.TimeSeries, project string) []string {
+	return seriesLabels(dst, ts, project, ts.GetResource().GetLabels()["node_pool_name"])
 }
 
-// seriesLabels are the exported label values in descriptor order; project_id falls back to the listed project.
-func seriesLabels(ts *monitoringpb.TimeSeries, project, object string) []string {
+// seriesLabels appends the exported label values, in descriptor order, to dst; project_id falls back to the
+// listed project.
+func seriesLabels(dst []string, ts *monitoringpb.TimeSeries, project, object string) []string {
 	r := ts.GetResource().GetLabels()
 	m := ts.GetMetric().GetLabels()
 	if p := r["project_id"]; p != "" {
 		project = p
 	}
-	return []string{project, r["location"], r["cluster_name"], object, m["interruption_type"], m["interruption_reason"]}
+	return append(dst, project, r["location"], r["cluster_name"], object, m["interruption_type"], m["interruption_reason"])
 }
 
 // Run polls every metric and project on the interval until ctx ends, retrying throttled and unavailable listings
@@ -293,19 +292,7 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 			err = fmt.Errorf("listing %s in project %s: %w", q.metricType, q.project, pageErr)
 			break
 		}
-		c.mu.Lock()
-		for _, ts := range page {
-			labels := q.labels(ts, q.project)
-			for _, p := range ts.GetPoints() {
-				value, ok := pointValue(p)
-				if !ok {
-					ignored++
-					continue
-				}
-				q.family.observe(labels, p.GetInterval().GetEndTime().AsTime(), value, now, priming)
-			}
-		}
-		c.mu.Unlock()
+		ignored += c.apply(q, page, now, priming)
 		if token == "" {
 			break
 		}
@@ -345,6 +332,25 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 		c.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
 	}
 	return nil
+}
+
+// apply counts the points of one page and returns how many it could not read.
+func (c *Collector) apply(q *query, page []*monitoringpb.TimeSeries, now time.Time, priming bool) (ignored int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var labels []string
+	for _, ts := range page {
+		labels = q.labels(labels[:0], ts, q.project)
+		for _, p := range ts.GetPoints() {
+			value, ok := pointValue(p)
+			if !ok {
+				ignored++
+				continue
+			}
+			q.family.observe(labels, p.GetInterval().GetEndTime().AsTime(), value, now, priming)
+		}
+	}
+	return ignored
 }
 
 // pointValue reads a point's count. Points are GAUGE INT64; a double is taken as well. Counts cannot be negative.

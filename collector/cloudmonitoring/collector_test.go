@@ -40,13 +40,13 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // harness is a simulator and a collector reading it through the real client, on one manual clock.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	clock *clock
 	sim   *monsim.Server
 	addr  string
 }
 
-func newHarness(t *testing.T, opts monsim.Options) *harness {
+func newHarness(t testing.TB, opts monsim.Options) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &clock{now: t0}}
 	opts.Now = h.clock.Now

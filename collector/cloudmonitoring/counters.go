@@ -2,7 +2,6 @@ package cloudmonitoring
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +19,7 @@ type family struct {
 	hold   time.Duration // how long a new series stays at zero
 	idle   time.Duration // how long a series without new points is kept
 	series map[string]*counter
+	key    []byte // scratch for looking series up without allocating
 }
 
 type counter struct {
@@ -39,13 +39,17 @@ func newFamily(desc *prometheus.Desc, hold, idle time.Duration) *family {
 // observe takes one point of the series with labels. A point whose end time the series has already counted is
 // ignored. While priming (the first successful listing after start) points are only remembered, so a restarted
 // exporter does not count again what the previous process exposed: its counters start at zero.
+// labels may be reused by the caller afterwards.
 func (f *family) observe(labels []string, end time.Time, value float64, now time.Time, priming bool) {
-	key := strings.Join(labels, "\xff")
-	c := f.series[key]
+	f.key = f.key[:0]
+	for _, l := range labels {
+		f.key = append(append(f.key, l...), 0xff)
+	}
+	c := f.series[string(f.key)]
 	if c == nil {
-		c = &counter{labels: labels, created: now, lastActive: now}
+		c = &counter{labels: slices.Clone(labels), created: now, lastActive: now}
 		c.metric = f.render(c)
-		f.series[key] = c
+		f.series[string(f.key)] = c
 	}
 	if slices.ContainsFunc(c.seen, end.Equal) {
 		return

@@ -77,7 +77,7 @@ func TestFamilyMemoryIsBounded(t *testing.T) {
 		f.observe(labels, now, 1, now, false)
 		f.commit(now, now.Add(-5*time.Minute))
 	}
-	c := f.series[strings.Join(labels, "\xff")]
+	c := f.series[strings.Join(labels, "\xff")+"\xff"]
 	if len(c.seen) > 6 {
 		t.Errorf("a day of points leaves %d end times remembered, want at most the 6 in the look-back window", len(c.seen))
 	}
