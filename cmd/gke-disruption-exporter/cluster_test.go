@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+// startCommand parses args into a fresh app and runs the selected command until the test ends.
+func startCommand(t *testing.T, register func(*kingpin.Application) runFunc, args ...string) {
+	t.Helper()
+	app := kingpin.New(name, "")
+	run := register(app)
+	if _, err := app.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, promslog.NewNopLogger()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("command exited with %v", err)
+		}
+	})
+}
+
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+func TestClusterReadyOnlyAfterNodeListSynced(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	if _, err := api.Client.CoreV1().Nodes().Create(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "gke-a3-0", Labels: map[string]string{"cloud.google.com/gke-nodepool": "a3"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	api.StopAPIServer()
+
+	addr := freeAddress(t)
+	startCommand(t, clusterCommand, "cluster", "--kubeconfig="+api.Kubeconfig, "--web.listen-address="+addr)
+	base := "http://" + addr
+	testenv.Eventually(t, 10*time.Second, "health endpoint up", func() error {
+		code, _, err := get(base + "/-/healthy")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("code %d, err %v", code, err)
+		}
+		return nil
+	})
+	if code, _, _ := get(base + "/-/ready"); code != http.StatusServiceUnavailable {
+		t.Errorf("ready before the node list synced: %d", code)
+	}
+	if _, body, _ := get(base + "/metrics"); !strings.Contains(body, `gke_disruption_collector_success{collector="nodes"} 0`) {
+		t.Errorf("unsynced collector not reported as failing:\n%s", body)
+	}
+
+	api.StartAgain()
+	testenv.Eventually(t, 60*time.Second, "ready after the API server came back", func() error {
+		if code, _, err := get(base + "/-/ready"); code != http.StatusOK {
+			return fmt.Errorf("code %d, err %v", code, err)
+		}
+		return nil
+	})
+	_, body, err := get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`node="gke-a3-0"`, `gke_disruption_collector_success{collector="nodes"} 1`, "gke_disruption_exporter_build_info"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s in /metrics", want)
+		}
+	}
+	if _, landing, _ := get(base + "/"); !strings.Contains(landing, "/metrics") {
+		t.Errorf("landing page does not link the metrics:\n%s", landing)
+	}
+}
