@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,9 +74,12 @@ func (c Config) Validate() error {
 	if len(c.Projects) == 0 {
 		return errors.New("no project given")
 	}
-	for _, p := range c.Projects {
+	for i, p := range c.Projects {
 		if p == "" || strings.ContainsAny(p, "/ \t\n") {
 			return fmt.Errorf("project %q: want a project ID or number", p)
+		}
+		if slices.Contains(c.Projects[:i], p) {
+			return fmt.Errorf("project %q given twice", p)
 		}
 	}
 	for _, name := range c.Clusters {
@@ -105,7 +109,7 @@ func NewClient(ctx context.Context, endpoint string, plaintext bool) (*monitorin
 	}
 	if plaintext {
 		if endpoint == "" {
-			return nil, errors.New("plaintext gRPC needs an endpoint")
+			return nil, errors.New("plaintext gRPC (--cloudmonitoring.insecure) needs an endpoint (--cloudmonitoring.endpoint)")
 		}
 		opts = append(opts, option.WithoutAuthentication(),
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))

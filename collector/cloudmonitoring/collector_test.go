@@ -619,6 +619,7 @@ func TestConfigValidate(t *testing.T) {
 	for name, mutate := range map[string]func(c *Config){
 		"no project":          func(c *Config) { c.Projects = nil },
 		"project with slash":  func(c *Config) { c.Projects = []string{"projects/p1"} },
+		"project twice":       func(c *Config) { c.Projects = []string{"p1", "p2", "p1"} },
 		"empty cluster":       func(c *Config) { c.Clusters = []string{""} },
 		"zero interval":       func(c *Config) { c.Interval = 0 },
 		"negative look-back":  func(c *Config) { c.Lookback = -time.Minute },

@@ -1,0 +1,52 @@
+package cloudmonitoring
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+func parse(t *testing.T, args ...string) *Flags {
+	t.Helper()
+	app := kingpin.New("test", "")
+	cmd := app.Command("cluster", "")
+	f := AddFlags(cmd)
+	if _, err := app.Parse(append([]string{"cluster"}, args...)); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return f
+}
+
+func TestFlagsDefaults(t *testing.T) {
+	f := parse(t)
+	if f.Active() {
+		t.Error("active without a project")
+	}
+	want := Config{Interval: time.Minute, Lookback: 5 * time.Minute, IdleTimeout: time.Hour}
+	if got := f.Config(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("defaults: %+v, want %+v", got, want)
+	}
+	if *f.Endpoint != "" || *f.Insecure {
+		t.Errorf("endpoint %q insecure %v by default", *f.Endpoint, *f.Insecure)
+	}
+}
+
+func TestFlagsRepeatable(t *testing.T) {
+	f := parse(t, "--cloudmonitoring.project=p1", "--cloudmonitoring.project=p2",
+		"--cloudmonitoring.cluster=train", "--cloudmonitoring.cluster=serve", "--cloudmonitoring.interval=30s",
+		"--cloudmonitoring.lookback=10m", "--cloudmonitoring.series-idle-timeout=2h",
+		"--cloudmonitoring.endpoint=127.0.0.1:9", "--cloudmonitoring.insecure")
+	if !f.Active() {
+		t.Error("inactive with two projects")
+	}
+	want := Config{Projects: []string{"p1", "p2"}, Clusters: []string{"train", "serve"}, Interval: 30 * time.Second,
+		Lookback: 10 * time.Minute, IdleTimeout: 2 * time.Hour}
+	if got := f.Config(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("config %+v, want %+v", got, want)
+	}
+	if *f.Endpoint != "127.0.0.1:9" || !*f.Insecure {
+		t.Errorf("endpoint %q insecure %v", *f.Endpoint, *f.Insecure)
+	}
+}
