@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -466,6 +467,7 @@ func checkScrapeConfig(t *testing.T, m manifests) {
 		if ep["port"] != "http" {
 			t.Errorf("%s %s scrapes port %v, want http", u.GetKind(), u.GetName(), ep["port"])
 		}
+		checkDropsRuntimeSeries(t, u, ep, w == nodeWorkload)
 		_, auth := ep["basicAuth"]
 		if auth != (w == actionsWorkload) {
 			t.Errorf("%s %s: basic auth %v, want it only for actions", u.GetKind(), u.GetName(), auth)
@@ -476,6 +478,45 @@ func checkScrapeConfig(t *testing.T, m manifests) {
 				secret, _, _ = unstructured.NestedString(ep, "basicAuth", "password", "secret", "name")
 			}
 			m.must(t, "Secret", namespace, secret)
+		}
+	}
+}
+
+// checkDropsRuntimeSeries checks that the node agents' scrape drops their Go runtime and process series, and only
+// those, and that the other scrapes keep everything.
+func checkDropsRuntimeSeries(t *testing.T, u *unstructured.Unstructured, ep map[string]any, wantDrop bool) {
+	t.Helper()
+	field := "metricRelabelings"
+	if u.GetKind() == "PodMonitoring" {
+		field = "metricRelabeling"
+	}
+	rules, _, _ := unstructured.NestedSlice(ep, field)
+	var dropped []*regexp.Regexp
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		source, _, _ := unstructured.NestedStringSlice(rule, "sourceLabels")
+		if !strings.EqualFold(fmt.Sprint(rule["action"]), "drop") || !slices.Equal(source, []string{"__name__"}) {
+			t.Errorf("%s %s: unexpected relabeling %v", u.GetKind(), u.GetName(), rule)
+			continue
+		}
+		// Prometheus anchors relabeling regexes.
+		re, err := regexp.Compile("^(?:" + fmt.Sprint(rule["regex"]) + ")$")
+		if err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		dropped = append(dropped, re)
+	}
+	isDropped := func(name string) bool {
+		return slices.ContainsFunc(dropped, func(re *regexp.Regexp) bool { return re.MatchString(name) })
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_duration_seconds", "process_resident_memory_bytes"} {
+		if isDropped(name) != wantDrop {
+			t.Errorf("%s %s: %s dropped %v, want %v", u.GetKind(), u.GetName(), name, isDropped(name), wantDrop)
+		}
+	}
+	for _, name := range []string{"gce_instance_maintenance_event", "gce_instance_preempted", "gke_disruption_collector_success", "gke_disruption_metadata_requests_total", "gke_disruption_exporter_build_info"} {
+		if isDropped(name) {
+			t.Errorf("%s %s drops %s", u.GetKind(), u.GetName(), name)
 		}
 	}
 }
