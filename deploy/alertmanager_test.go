@@ -1,0 +1,233 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+// webhookCall is what the recorder saw of one webhook request.
+type webhookCall struct {
+	user, password string
+	alerts         []map[string]string
+}
+
+// TestAlertmanagerExample runs the real Alertmanager with the example configuration, its webhook pointed at a
+// recorder on loopback instead of the actions Service, and fires the contract's alerts at it: the automation
+// alerts reach the webhook with credentials the base web config accepts, the others do not.
+func TestAlertmanagerExample(t *testing.T) {
+	example, err := os.ReadFile("examples/alertmanager.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, "base")
+	var svc corev1.Service
+	decode(t, m.must(t, "Service", namespace, actionsWorkload.name), &svc)
+	serviceURL := fmt.Sprintf("http://%s.%s.svc:%d/webhook", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
+	if !bytes.Contains(example, []byte("url: "+serviceURL+"\n")) {
+		t.Fatalf("the example does not post to the actions Service at %s", serviceURL)
+	}
+	checkNoResolved(t, example)
+
+	var (
+		mu    sync.Mutex
+		calls []webhookCall
+	)
+	recorder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"alerts"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			t.Errorf("webhook payload: %v", err)
+		}
+		call := webhookCall{}
+		call.user, call.password, _ = r.BasicAuth()
+		for _, a := range msg.Alerts {
+			call.alerts = append(call.alerts, a.Labels)
+		}
+		mu.Lock()
+		calls = append(calls, call)
+		mu.Unlock()
+	}))
+	defer recorder.Close()
+
+	amURL := startAlertmanager(t, strings.Replace(string(example), serviceURL, recorder.URL+"/webhook", 1))
+
+	// The alerts that must not reach the webhook go first: had they been routed there, they would arrive no later
+	// than the automation alerts waited for below.
+	postAlerts(t, amURL, []map[string]string{
+		{"alertname": "GKENodeMaintenanceScheduled", "node": "gke-a3-1", "severity": "info"},
+		{"alertname": "GKENodeTerminationImminent", "node": "gke-a3-2", "severity": "warning"},
+	})
+	postAlerts(t, amURL, []map[string]string{
+		{"alertname": "GKENodeMaintenanceWindowApproaching", "gke_disruption_action": "perform-maintenance", "node": "gke-a3-1", "can_reschedule": "true"},
+		{"alertname": "GKENodeMaintenanceNotReschedulable", "gke_disruption_action": "drain", "node": "gke-l4-1"},
+	})
+	var got []webhookCall
+	testenv.Eventually(t, 60*time.Second, "Alertmanager posting both automation alerts to the webhook", func() error {
+		mu.Lock()
+		got = slices.Clone(calls)
+		mu.Unlock()
+		n := 0
+		for _, c := range got {
+			n += len(c.alerts)
+		}
+		if n < 2 {
+			return fmt.Errorf("%d alerts received", n)
+		}
+		return nil
+	})
+
+	tmpl := m.podTemplate(t, actionsWorkload)
+	c := tmpl.Spec.Containers[0]
+	users := checkWebConfig(t, mountedData(t, m, tmpl.Spec, c, flagValue(c.Args, "--web.config.file"), "Secret"))
+	var actions []string
+	for _, call := range got {
+		if err := bcrypt.CompareHashAndPassword([]byte(users[call.user]), []byte(call.password)); err != nil {
+			t.Errorf("the base web config refuses the webhook's credentials of user %q: %v", call.user, err)
+		}
+		for _, a := range call.alerts {
+			if a["gke_disruption_action"] == "" {
+				t.Errorf("alert %v without gke_disruption_action reached the webhook", a)
+			}
+			actions = append(actions, a["gke_disruption_action"]+" "+a["node"])
+		}
+	}
+	slices.Sort(actions)
+	if want := []string{"drain gke-l4-1", "perform-maintenance gke-a3-1"}; !slices.Equal(actions, want) {
+		t.Errorf("webhook received %v, want %v", actions, want)
+	}
+}
+
+// checkNoResolved makes sure every webhook of the example sets send_resolved: false explicitly (Alertmanager's
+// default for webhooks is true).
+func checkNoResolved(t *testing.T, example []byte) {
+	t.Helper()
+	var cfg struct {
+		Receivers []struct {
+			Name     string `yaml:"name"`
+			Webhooks []struct {
+				SendResolved *bool `yaml:"send_resolved"`
+			} `yaml:"webhook_configs"`
+		} `yaml:"receivers"`
+	}
+	if err := yaml.Unmarshal(example, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range cfg.Receivers {
+		for _, w := range r.Webhooks {
+			if w.SendResolved == nil || *w.SendResolved {
+				t.Errorf("receiver %s: webhook without send_resolved: false", r.Name)
+			}
+		}
+	}
+}
+
+// startAlertmanager runs the pinned Alertmanager on loopback with config until the test ends and returns its URL.
+func startAlertmanager(t *testing.T, config string) string {
+	t.Helper()
+	bin := testenv.Binary(t, "alertmanager")
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "alertmanager.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	var logs bytes.Buffer
+	cmd := exec.Command(bin,
+		"--config.file="+cfgPath,
+		"--storage.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr,
+		"--cluster.listen-address=", // no gossip: a single instance
+	)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("alertmanager log:\n%s", logs.String())
+		}
+	})
+
+	url := "http://" + addr
+	testenv.Eventually(t, 30*time.Second, "Alertmanager loading the example configuration and becoming ready", func() error {
+		select {
+		case <-exited:
+			t.Fatalf("alertmanager exited: the example configuration does not load:\n%s", logs.String())
+		default:
+		}
+		resp, err := http.Get(url + "/-/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+	return url
+}
+
+// postAlerts fires alerts through Alertmanager's API as Prometheus would.
+func postAlerts(t *testing.T, amURL string, alerts []map[string]string) {
+	t.Helper()
+	type alert struct {
+		Labels   map[string]string `json:"labels"`
+		StartsAt time.Time         `json:"startsAt"`
+	}
+	var body []alert
+	for _, l := range alerts {
+		body = append(body, alert{Labels: l, StartsAt: time.Now()})
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, amURL+"/api/v2/alerts", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("posting alerts: %s", resp.Status)
+	}
+}
