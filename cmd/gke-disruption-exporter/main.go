@@ -31,6 +31,7 @@ func main() {
 	commands := map[string]runFunc{
 		"cluster": clusterCommand(app),
 		"node":    nodeCommand(app),
+		"actions": actionsCommand(app),
 	}
 
 	selected := kingpin.MustParse(app.Parse(os.Args[1:]))

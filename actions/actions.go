@@ -1,0 +1,188 @@
+// Package actions is the Alertmanager webhook receiver that acts on nodes: the webhook (package webhook) takes
+// alerts, the executor (package executor) decides with the policy (package policy) and acts. Replicas elect a leader
+// on a Lease; only the leader takes work, followers answer 503 so Alertmanager retries and reaches the leader.
+package actions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/executor"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+)
+
+// Leader election defaults (client-go's usual values).
+const (
+	DefaultLeaseName     = "gke-disruption-exporter-actions"
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// component is the event source name.
+const component = "gke-disruption-exporter-actions"
+
+// Options configure the service.
+type Options struct {
+	Config *config.Config
+	DryRun bool
+	Client kubernetes.Interface
+	// Identity names this replica: the Lease holder and the claimed-by and cordoned-by annotations.
+	Identity string
+	// Self is this replica's pod, never evicted.
+	Self types.NamespacedName
+	// LeaseNamespace holds the Lease (POD_NAMESPACE, else default); LeaseName defaults to DefaultLeaseName.
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	// MaxRequestBytes bounds webhook bodies (default webhook.DefaultMaxRequestBytes).
+	MaxRequestBytes int64
+	// RequeueInterval is how often waiting work is evaluated again without a node change.
+	RequeueInterval time.Duration
+	Registerer      prometheus.Registerer
+}
+
+// Service is one replica.
+type Service struct {
+	logger      *slog.Logger
+	opts        Options
+	executor    *executor.Executor
+	webhook     *webhook.Handler
+	broadcaster record.EventBroadcaster
+}
+
+// New builds the service; Run runs it and Webhook serves Alertmanager.
+func New(logger *slog.Logger, opts Options) (*Service, error) {
+	if opts.Identity == "" {
+		return nil, fmt.Errorf("no replica identity")
+	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = metav1.NamespaceDefault
+	}
+	if opts.LeaseName == "" {
+		opts.LeaseName = DefaultLeaseName
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod
+	}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = webhook.DefaultMaxRequestBytes
+	}
+	broadcaster := record.NewBroadcaster()
+	exec, err := executor.New(logger, executor.Options{
+		Config:          opts.Config,
+		DryRun:          opts.DryRun,
+		Client:          opts.Client,
+		Recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: opts.Identity}),
+		Identity:        opts.Identity,
+		Self:            opts.Self,
+		RequeueInterval: opts.RequeueInterval,
+		Registerer:      opts.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	hook, err := webhook.NewHandler(logger, exec, opts.MaxRequestBytes, opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster}, nil
+}
+
+// Webhook is the handler for webhook.Path.
+func (s *Service) Webhook() http.Handler { return s.webhook }
+
+// HasSynced reports whether the node list has been read (readiness).
+func (s *Service) HasSynced() bool { return s.executor.HasSynced() }
+
+// Leading reports whether this replica is the leader and takes work.
+func (s *Service) Leading() bool { return s.executor.Leading() }
+
+// Run watches nodes and campaigns for leadership until ctx ends; while leading it acts.
+func (s *Service) Run(ctx context.Context) error {
+	s.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.opts.Client.CoreV1().Events("")})
+	defer s.broadcaster.Shutdown()
+	informerDone := make(chan struct{})
+	go func() { s.executor.Run(ctx); close(informerDone) }()
+	defer func() { <-informerDone }()
+
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: s.opts.LeaseNamespace, Name: s.opts.LeaseName},
+		Client:     s.opts.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity},
+	}
+	s.logger.Info("campaigning for leadership", "lease", s.opts.LeaseNamespace+"/"+s.opts.LeaseName, "identity", s.opts.Identity)
+	for ctx.Err() == nil {
+		if err := s.campaign(ctx, lock); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// campaign runs one leader election round: it waits for the Lease, leads until the Lease is lost or ctx ends, and
+// returns only after the term's work has stopped, so a replica never acts while campaigning again.
+func (s *Service) campaign(ctx context.Context, lock resourcelock.Interface) error {
+	var (
+		mu   sync.Mutex
+		over bool
+		term chan struct{}
+	)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   s.opts.LeaseDuration,
+		RenewDeadline:   s.opts.RenewDeadline,
+		RetryPeriod:     s.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            s.opts.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			// The elector starts this in a goroutine and does not wait for it.
+			OnStartedLeading: func(leadCtx context.Context) {
+				mu.Lock()
+				if over {
+					mu.Unlock()
+					return
+				}
+				term = make(chan struct{})
+				defer close(term)
+				mu.Unlock()
+				s.logger.Info("became leader", "identity", s.opts.Identity)
+				if err := s.executor.Lead(leadCtx); err != nil && leadCtx.Err() == nil {
+					s.logger.Error("leading", "err", err)
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	elector.Run(ctx)
+	mu.Lock()
+	over = true
+	t := term
+	mu.Unlock()
+	if t != nil {
+		<-t
+		s.logger.Info("no longer leader", "identity", s.opts.Identity)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package actions
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+// testTwoReplicas feeds two replicas the same alerts concurrently and over and over, as Alertmanager does with
+// retries and repeat_interval, kills the leader half-way, and checks from every watch event that the pool's budget
+// (maxUnavailable 1) is never exceeded and that every node is acted on exactly once.
+func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("ha")
+	ns := api.Namespace("ha")
+	var names []string
+	for i := range 4 {
+		name := fmt.Sprintf("%s-node-%d", pool, i)
+		c.node(name, map[string]string{"pool": pool}, withScheduledMaintenance)
+		c.pod(ns, fmt.Sprintf("work-%d", i), name, grace(1))
+		names = append(names, name)
+	}
+	lease := unique("lease")
+	policy := poolPolicy(pool, "")
+	replicas := []*replica{
+		startReplica(t, api, policy, replicaOpts{identity: "replica-a", lease: lease}),
+		startReplica(t, api, policy, replicaOpts{identity: "replica-b", lease: lease}),
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+
+	// Budget watch: every change to a pool node, in order.
+	w, err := api.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=" + pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	disrupted := map[string]bool{}
+	maxDisrupted := 0
+	var violations []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				n, isNode := ev.Object.(*corev1.Node)
+				if !isNode || ev.Type == watch.Deleted {
+					continue
+				}
+				mu.Lock()
+				disrupted[n.Name] = nodestate.Disrupted(n)
+				count := 0
+				var which []string
+				for name, d := range disrupted {
+					if d {
+						count++
+						which = append(which, name)
+					}
+				}
+				if count > maxDisrupted {
+					maxDisrupted = count
+				}
+				if count > 1 {
+					sort.Strings(which)
+					violations = append(violations, fmt.Sprint(which))
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+
+	// GKE: maintenance begins on a drained node and ends a moment later.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, name := range names {
+				simulateGKE(ctx, c, name)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+
+	// Alertmanager: the same four alerts to both replicas at once, again and again.
+	var alerts = payload(t, func() (out []template.Alert) {
+		for _, n := range names {
+			out = append(out, alert(n, nodestate.Drain, false, startsAt))
+		}
+		return out
+	}()...)
+	var codesMu sync.Mutex
+	codes := map[string]map[int]int{}
+	for _, r := range replicas {
+		codes[r.identity] = map[int]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if code := send(ctx, r.url, alerts); code != 0 {
+					codesMu.Lock()
+					codes[r.identity][code]++
+					codesMu.Unlock()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+		}()
+	}
+
+	// Half-way, the leader dies; the other replica must resume without double work.
+	testenv.Eventually(t, waitLong, "first node finished", func() error {
+		for _, name := range names {
+			if r := nodestate.Read(c.get(name)); r.Phase == nodestate.Done && r.CordonedBy == "" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no node finished yet")
+	})
+	var survivor *replica
+	for _, r := range replicas {
+		if r.svc.Leading() {
+			r.stop()
+		} else {
+			survivor = r
+		}
+	}
+	if survivor == nil {
+		t.Fatal("both replicas were leading at once")
+	}
+	for _, name := range names {
+		c.waitNode(name, "node "+name+" drained, maintained and uncordoned", func(n *corev1.Node) error {
+			r := nodestate.Read(n)
+			if r.Phase != nodestate.Done || n.Spec.Unschedulable || r.CordonedBy != "" {
+				return fmt.Errorf("state %q, unschedulable %v, cordoned-by %q", r.Phase, n.Spec.Unschedulable, r.CordonedBy)
+			}
+			return nil
+		})
+	}
+	cancel()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(violations) > 0 {
+		t.Errorf("pool budget maxUnavailable 1 exceeded %d times, e.g. %s", len(violations), violations[0])
+	}
+	if maxDisrupted != 1 {
+		t.Errorf("at most %d pool nodes disrupted at once, want exactly 1", maxDisrupted)
+	}
+	for _, name := range names {
+		if got := c.countEvents(name, "DisruptionActionAccepted"); got != 1 {
+			t.Errorf("node %s accepted %d times: %q", name, got, c.events(name))
+		}
+	}
+	codesMu.Lock()
+	defer codesMu.Unlock()
+	for id, byCode := range codes {
+		if byCode[http.StatusServiceUnavailable] == 0 && byCode[http.StatusOK] == 0 {
+			t.Errorf("replica %s answered nothing useful: %v", id, byCode)
+		}
+	}
+	if codes["replica-a"][http.StatusServiceUnavailable]+codes["replica-b"][http.StatusServiceUnavailable] == 0 {
+		t.Errorf("the follower never answered 503: %v", codes)
+	}
+}
+
+// simulateGKE moves one node along as GKE would after our drain: maintenance starts on a drained node and, once the
+// service has noticed it, ends. Errors are left for the next round.
+func simulateGKE(ctx context.Context, c *cluster, name string) {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	r := nodestate.Read(n)
+	if r.Phase != nodestate.Done || r.CordonedBy == "" {
+		return
+	}
+	_, inMaintenance := n.Labels[nodes.LabelActiveNodeMaintenance]
+	switch {
+	case !inMaintenance && !r.MaintenanceSeen:
+		n.Labels[nodes.LabelActiveNodeMaintenance] = "ONGOING"
+	case inMaintenance && r.MaintenanceSeen:
+		delete(n.Labels, nodes.LabelActiveNodeMaintenance)
+		delete(n.Labels, nodes.LabelScheduledMaintenanceTime)
+	default:
+		return
+	}
+	_, _ = c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+}
+
+// send posts a webhook body and returns the status, or 0 when the replica is gone.
+func send(ctx context.Context, url string, body []byte) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+webhook.Path, bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -1,0 +1,421 @@
+package actions
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+// TestActions runs the service against one real kube-apiserver; each subtest has its own nodes, pool label,
+// namespace and Lease.
+func TestActions(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	kl := startKubelet(t, api.Client)
+	t.Run("PerformMaintenance", func(t *testing.T) { testPerformMaintenance(t, api, kl) })
+	t.Run("PerformMaintenanceNotReschedulable", func(t *testing.T) { testNotReschedulable(t, api) })
+	t.Run("DrainGraceCapsDaemonSetsAndSelf", func(t *testing.T) { testDrain(t, api, kl) })
+	t.Run("DrainBlockedByPDB", func(t *testing.T) { testDrainBlockedByPDB(t, api) })
+	t.Run("OthersCordonKept", func(t *testing.T) { testOthersCordonKept(t, api) })
+	t.Run("DuplicateWebhooks", func(t *testing.T) { testDuplicateWebhooks(t, api) })
+	t.Run("SpoofedAlerts", func(t *testing.T) { testSpoofedAlerts(t, api) })
+	t.Run("AuthAndBadRequests", func(t *testing.T) { testAuthAndBadRequests(t, api) })
+	t.Run("DryRun", func(t *testing.T) { testDryRun(t, api) })
+	t.Run("RollingWaitsForSlot", func(t *testing.T) { testRollingWaitsForSlot(t, api) })
+	t.Run("TwoReplicas", func(t *testing.T) { testTwoReplicas(t, api) })
+}
+
+// poolPolicy is a rolling pool selecting label pool=<pool>, with short drain timeouts.
+func poolPolicy(pool, extra string) string {
+	return fmt.Sprintf(`
+pools:
+  - name: %[1]s
+    nodeSelector: {pool: %[1]s}
+    strategy: rolling
+    maxUnavailable: 1
+drain:
+  timeout: 20s
+  evictionRetryDelay: 200ms
+  maxGracePeriod: 10s
+%[2]s`, pool, extra)
+}
+
+var startsAt = time.Date(2025, 6, 7, 10, 0, 0, 0, time.UTC)
+
+func withScheduledMaintenance(n *corev1.Node) {
+	n.Labels[nodes.LabelScheduledMaintenanceTime] = "1750000000"
+}
+
+func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
+	c := newCluster(t, api)
+	pool := unique("pm")
+	ns := api.Namespace("pm")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+	c.pod(ns, "trainer", node, grace(600))
+	r := startReplica(t, api, poolPolicy(pool, "performMaintenance: {drainFirst: true}\n"), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
+	n := c.waitNode(node, "perform-maintenance requested", inState(nodestate.MaintenanceRequested))
+	if n.Labels[nodes.LabelPerformMaintenance] != "true" {
+		t.Errorf("label %s not set: %v", nodes.LabelPerformMaintenance, n.Labels)
+	}
+	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
+		t.Errorf("drainFirst: node should be cordoned by %s: unschedulable %v, annotations %v", r.identity, n.Spec.Unschedulable, n.Annotations)
+	}
+	if _, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "trainer", metav1.GetOptions{}); err == nil {
+		t.Error("pod still on the node after the drain")
+	}
+	if g, ok := kl.graceOf(ns, "trainer"); !ok || g != 10 {
+		t.Errorf("trainer's 600s grace period should be capped to 10s, got %d (seen %v)", g, ok)
+	}
+	r.waitMetric("succeeded counted", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "succeeded"}, 1)
+	if got := r.metric("gke_disruption_actions_in_progress", map[string]string{"action": "perform-maintenance"}); got != 1 {
+		t.Errorf("in progress while waiting for GKE = %v, want 1", got)
+	}
+
+	c.startMaintenance(node)
+	c.waitNode(node, "maintenance noted", func(n *corev1.Node) error {
+		if !nodestate.Read(n).MaintenanceSeen {
+			return fmt.Errorf("annotations %v", n.Annotations)
+		}
+		return nil
+	})
+	if n := c.get(node); !n.Spec.Unschedulable {
+		t.Error("uncordoned while GKE maintenance is under way")
+	}
+	c.finishMaintenance(node)
+	n = c.waitNode(node, "done and uncordoned", func(n *corev1.Node) error {
+		if err := inState(nodestate.Done)(n); err != nil {
+			return err
+		}
+		if n.Spec.Unschedulable {
+			return fmt.Errorf("still cordoned")
+		}
+		return nil
+	})
+	if _, ok := n.Annotations[nodestate.AnnotationCordonedBy]; ok {
+		t.Errorf("cordoned-by left behind: %v", n.Annotations)
+	}
+	for _, want := range []string{"DisruptionActionAccepted", "DisruptionDrainStarted", "DisruptionMaintenanceRequested", "DisruptionMaintenanceFinished"} {
+		c.waitEvent(node, want)
+	}
+	r.waitMetric("in progress back to 0", "gke_disruption_actions_in_progress", map[string]string{"action": "perform-maintenance"}, 0)
+	if got := r.metric("gke_disruption_action_duration_seconds", map[string]string{"action": "perform-maintenance"}); got != 1 {
+		t.Errorf("duration observations = %v, want 1", got)
+	}
+
+	// Alertmanager repeats the same alert: the episode is finished, nothing happens again.
+	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
+	time.Sleep(time.Second) // give a wrong second action the chance to show; the assertions below do not depend on speed
+	if n := c.get(node); n.Labels[nodes.LabelPerformMaintenance] != "" || n.Spec.Unschedulable {
+		t.Errorf("a repeat of a finished alert acted again: labels %v, unschedulable %v", n.Labels, n.Spec.Unschedulable)
+	}
+	if got := c.countEvents(node, "DisruptionActionAccepted"); got != 1 {
+		t.Errorf("accepted %d times", got)
+	}
+}
+
+func testNotReschedulable(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("pm")
+	node := unique("gpu")
+	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, false, startsAt))
+	c.waitEvent(node, "DisruptionActionRefused: refused perform-maintenance: can_reschedule is not true")
+	r.waitMetric("skip counted", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "skipped"}, 1)
+	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("refused action changed the node: %v %v", after.Labels, after.Annotations)
+	}
+}
+
+func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
+	c := newCluster(t, api)
+	pool := unique("drain")
+	ns := api.Namespace("drain")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+
+	ds, err := api.Client.AppsV1().DaemonSets(ns).Create(context.Background(), &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.pod(ns, "agent-x", node, withLabels(map[string]string{"app": "agent"}), ownedBy("DaemonSet", "agent", ds.UID))
+	c.pod(ns, "short", node, grace(5))
+	c.pod(ns, "long", node, grace(600))
+	c.pod(ns, "default-grace", node)
+	c.pod(ns, "actions-self", node, grace(600))
+
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{self: types.NamespacedName{Namespace: ns, Name: "actions-self"}})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	n := c.waitNode(node, "drain done", inState(nodestate.Done))
+	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
+		t.Errorf("drained node should stay cordoned by us until GKE is done: %v %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	for pod, want := range map[string]int64{"short": 5, "long": 10, "default-grace": 10} {
+		if got, ok := kl.graceOf(ns, pod); !ok || got != want {
+			t.Errorf("pod %s evicted with grace %d (seen %v), want %d", pod, got, ok, want)
+		}
+	}
+	for _, pod := range []string{"agent-x", "actions-self"} {
+		p, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s must be left alone: %v", pod, err)
+		}
+	}
+	r.waitMetric("drain success counted", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)
+	c.waitEvent(node, "DisruptionDrainSucceeded")
+
+	// GKE's maintenance comes and goes; only then is our cordon lifted.
+	c.startMaintenance(node)
+	c.waitNode(node, "maintenance noted", func(n *corev1.Node) error {
+		if !nodestate.Read(n).MaintenanceSeen {
+			return fmt.Errorf("annotations %v", n.Annotations)
+		}
+		return nil
+	})
+	c.finishMaintenance(node)
+	c.waitNode(node, "uncordoned after maintenance", func(n *corev1.Node) error {
+		if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {
+			return fmt.Errorf("unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+		}
+		return nil
+	})
+	c.waitEvent(node, "uncordoned (our cordon)")
+}
+
+func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("pdb")
+	ns := api.Namespace("pdb")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool})
+	c.pod(ns, "guarded", node, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
+	one := intstr.FromInt32(1)
+	// No disruption controller runs, so the PDB's status never allows a disruption: evictions get 429.
+	if _, err := api.Client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy := strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 3s", 1)
+	r := startReplica(t, api, policy, replicaOpts{})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+
+	c.waitNode(node, "draining", func(n *corev1.Node) error {
+		if r := nodestate.Read(n); r.Phase != nodestate.Draining && r.Phase != nodestate.Failed {
+			return fmt.Errorf("state %q", r.Phase)
+		}
+		return nil
+	})
+	n := c.waitNode(node, "drain failed", inState(nodestate.Failed))
+	reason := n.Annotations[nodestate.AnnotationReason]
+	if !strings.Contains(reason, "did not finish within 3s") || !strings.Contains(reason, "guarded") {
+		t.Errorf("failure reason %q should say the drain timed out on pod guarded", reason)
+	}
+	if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {
+		t.Errorf("a failed drain must lift our cordon: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	if p, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "guarded", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("the PDB-protected pod must survive: %v", err)
+	}
+	r.waitMetric("failure counted", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "failed"}, 1)
+	c.waitEvent(node, "DisruptionDrainFailed")
+	if got := r.metric("gke_disruption_action_duration_seconds", map[string]string{"action": "drain"}); got != 1 {
+		t.Errorf("duration observations = %v, want 1", got)
+	}
+}
+
+func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("cordon")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	// maxUnavailable 1: the candidate's own cordon does not count against it.
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	n := c.waitNode(node, "drain done", inState(nodestate.Done))
+	if _, ok := n.Annotations[nodestate.AnnotationCordonedBy]; ok {
+		t.Fatalf("the cordon was someone else's, yet recorded as ours: %v", n.Annotations)
+	}
+	c.startMaintenance(node)
+	c.finishMaintenance(node)
+	time.Sleep(time.Second) // a wrong uncordon would show within this; the check does not depend on speed
+	if n := c.get(node); !n.Spec.Unschedulable {
+		t.Error("someone else's cordon was lifted")
+	}
+}
+
+func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("dup")
+	ns := api.Namespace("dup")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool})
+	c.pod(ns, "work", node, grace(1))
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+
+	body := payload(t, alert(node, nodestate.Drain, false, startsAt))
+	errs := make(chan error, 10)
+	for range 10 {
+		go func() {
+			if code, _ := post(t, r.url, body, postOpts{}); code != http.StatusOK {
+				errs <- fmt.Errorf("code %d", code)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 10 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitNode(node, "drain done", inState(nodestate.Done))
+	// And ten more after it finished.
+	for range 10 {
+		mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	}
+	time.Sleep(time.Second) // a second action would start within this; the checks do not depend on speed
+	r.waitMetric("one success", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)
+	for _, reason := range []string{"DisruptionActionAccepted", "DisruptionDrainStarted", "DisruptionDrainSucceeded"} {
+		if got := c.countEvents(node, reason); got != 1 {
+			t.Errorf("%s %d times, want once: %q", reason, got, c.events(node))
+		}
+	}
+	if r := nodestate.Read(c.get(node)); r.Phase != nodestate.Done {
+		t.Errorf("state %q after repeats", r.Phase)
+	}
+}
+
+func testSpoofedAlerts(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("spoof")
+	outside := unique("control-plane-ish")
+	before := c.node(outside, map[string]string{"pool": "not-in-any-policy"})
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(outside, nodestate.Drain, false, startsAt), alert("no-such-node", nodestate.Drain, false, startsAt))
+	c.waitEvent(outside, "DisruptionActionRefused: refused drain: node is matched by no pool")
+	r.waitMetric("both skipped", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "skipped"}, 2)
+	if after := c.get(outside); after.ResourceVersion != before.ResourceVersion || after.Spec.Unschedulable {
+		t.Errorf("spoofed alert changed the node: %v", after.Annotations)
+	}
+}
+
+func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("auth")
+	node := unique("gpu")
+	before := c.node(node, map[string]string{"pool": pool})
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{webConfig: webConfigFile(t)})
+	r.waitLeading()
+	body := payload(t, alert(node, nodestate.Drain, false, startsAt))
+
+	for _, tc := range []struct {
+		name string
+		body []byte
+		opts postOpts
+		want int
+	}{
+		{"no credentials", body, postOpts{}, http.StatusUnauthorized},
+		{"wrong password", body, postOpts{user: "alertmanager", pass: "guess"}, http.StatusUnauthorized},
+		{"malformed", []byte(`{"version":"4","alerts":[`), postOpts{user: "alertmanager", pass: "alertmanager-secret"}, http.StatusBadRequest},
+		{"wrong version", []byte(`{"version":"5","alerts":[]}`), postOpts{user: "alertmanager", pass: "alertmanager-secret"}, http.StatusBadRequest},
+		{"wrong type", body, postOpts{user: "alertmanager", pass: "alertmanager-secret", contentType: "text/plain"}, http.StatusUnsupportedMediaType},
+		{"oversized", append(append([]byte(`{"version":"4","receiver":"`), make([]byte, webhook.DefaultMaxRequestBytes)...), `"}`...),
+			postOpts{user: "alertmanager", pass: "alertmanager-secret"}, http.StatusRequestEntityTooLarge},
+	} {
+		if code, _ := post(t, r.url, tc.body, tc.opts); code != tc.want {
+			t.Errorf("%s: code %d, want %d", tc.name, code, tc.want)
+		}
+	}
+	time.Sleep(time.Second) // work wrongly let through would start within this; the check does not depend on speed
+	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("refused requests changed the node: %v", after.Annotations)
+	}
+	for code, want := range map[string]float64{"400": 2, "413": 1, "415": 1} {
+		if got := r.metric("gke_disruption_webhook_requests_total", map[string]string{"code": code}); got != want {
+			t.Errorf("webhook_requests_total{code=%s} = %v, want %v", code, got, want)
+		}
+	}
+
+	code, results := post(t, r.url, body, postOpts{user: "alertmanager", pass: "alertmanager-secret"})
+	if code != http.StatusOK || len(results) != 1 || results[0].Decision != webhook.Accepted {
+		t.Fatalf("authenticated request: %d %+v", code, results)
+	}
+	c.waitNode(node, "drain done", inState(nodestate.Done))
+}
+
+func testDryRun(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("dry")
+	node := unique("gpu")
+	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{dryRun: true})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt), alert(node, nodestate.PerformMaintenance, true, startsAt))
+	c.waitEvent(node, "DisruptionActionDryRun: dry run: would perform-maintenance")
+	r.waitMetric("dry run counted", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "dry_run"}, 1)
+	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("dry run changed the node: %v %v", after.Labels, after.Annotations)
+	}
+}
+
+func testRollingWaitsForSlot(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("roll")
+	a, b := unique("gpu-a"), unique("gpu-b")
+	c.node(a, map[string]string{"pool": pool}, withScheduledMaintenance)
+	c.node(b, map[string]string{"pool": pool}, withScheduledMaintenance)
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(a, nodestate.Drain, false, startsAt))
+	c.waitNode(a, "first node drained", inState(nodestate.Done))
+	// Sent once only: the service itself must come back to it when the slot frees.
+	mustAccept(t, r, alert(b, nodestate.Drain, false, startsAt))
+	c.waitEvent(b, "DisruptionActionWaiting: drain waits: pool "+pool+": 1 of 2 nodes unavailable")
+	if st := nodestate.Read(c.get(b)); st.Phase != "" {
+		t.Fatalf("second node acted on while the first holds the only slot: %q", st.Phase)
+	}
+	c.startMaintenance(a)
+	c.finishMaintenance(a)
+	c.waitNode(b, "second node drained once the slot freed", inState(nodestate.Done))
+	if n := c.get(a); n.Spec.Unschedulable {
+		t.Error("first node still cordoned")
+	}
+}
