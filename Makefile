@@ -42,7 +42,8 @@ lint:
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./... | $(GO) run ./internal/benchtable
 
-# image builds the container image for every platform in PLATFORMS with docker buildx; IMAGE_PUSH=true pushes it.
+# image builds the container image for every platform in PLATFORMS with docker buildx (a builder that can target
+# several platforms: `docker buildx create --use`); IMAGE_PUSH=true pushes it to IMAGE.
 IMAGE      ?= ghcr.io/gke-disruption-exporter/gke-disruption-exporter
 PLATFORMS  ?= linux/amd64,linux/arm64
 IMAGE_PUSH ?= false
