@@ -24,6 +24,7 @@ test: tools lint
 # generate renders the monitoring mixin (mixin/) into rules/ and dashboards/; commit the result.
 generate:
 	$(GO) run ./cmd/mixin-generate --output-dir=.
+	$(GO) generate ./deploy
 
 # check-generated fails when rules/ or dashboards/ differ from what the mixin renders (make test checks it too,
 # in TestGeneratedFilesUpToDate).
