@@ -36,6 +36,7 @@ func TestActions(t *testing.T) {
 	t.Run("AuthAndBadRequests", func(t *testing.T) { testAuthAndBadRequests(t, api) })
 	t.Run("DryRun", func(t *testing.T) { testDryRun(t, api) })
 	t.Run("RollingWaitsForSlot", func(t *testing.T) { testRollingWaitsForSlot(t, api) })
+	t.Run("ResumeAfterRestart", func(t *testing.T) { testResumeAfterRestart(t, api, kl) })
 	t.Run("TwoReplicas", func(t *testing.T) { testTwoReplicas(t, api) })
 }
 
