@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,6 +61,41 @@ func TestInstallsOnAPIServer(t *testing.T) {
 		})
 	}
 	t.Run("rbac", func(t *testing.T) { c.checkRBAC(t) })
+	t.Run("pod-security", func(t *testing.T) { c.checkPodSecurity(t) })
+}
+
+// checkPodSecurity dry-runs each workload's pod in a namespace that enforces the restricted Pod Security level:
+// cluster and actions pass; the node agent breaks it only by using the host network (and with it the host port).
+func (c *cluster) checkPodSecurity(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pod-security-restricted", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce":         "restricted",
+		"pod-security.kubernetes.io/enforce-version": "latest",
+	}}}
+	if _, err := c.api.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := build(t, installs[0])
+	for _, w := range workloads {
+		tmpl := m.podTemplate(t, w)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns.Name, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		_, err := c.api.Client.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if w != nodeWorkload {
+			if err != nil {
+				t.Errorf("%s pod is not admitted at the restricted level: %v", w.command, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Fatal("node pod admitted at the restricted level: does it still use the host network?")
+		}
+		_, violations, _ := strings.Cut(err.Error(), `violates PodSecurity "restricted:latest": `)
+		for _, v := range strings.Split(violations, "), ") {
+			if !strings.HasPrefix(v, "host namespaces (") && !strings.HasPrefix(v, "hostPort (") {
+				t.Errorf("node pod breaks the restricted level beyond the host network: %s", v)
+			}
+		}
+	}
 }
 
 // installCRDs creates the monitoring CRDs from testdata/crds and waits until the API serves their kinds.
