@@ -468,6 +468,9 @@ func checkScrapeConfig(t *testing.T, m manifests) {
 			t.Errorf("%s %s scrapes port %v, want http", u.GetKind(), u.GetName(), ep["port"])
 		}
 		checkDropsRuntimeSeries(t, u, ep, w == nodeWorkload)
+		if w == nodeWorkload {
+			checkNodeTargetLabel(t, u, ep)
+		}
 		_, auth := ep["basicAuth"]
 		if auth != (w == actionsWorkload) {
 			t.Errorf("%s %s: basic auth %v, want it only for actions", u.GetKind(), u.GetName(), auth)
@@ -480,6 +483,28 @@ func checkScrapeConfig(t *testing.T, m manifests) {
 			m.must(t, "Secret", namespace, secret)
 		}
 	}
+}
+
+// checkNodeTargetLabel checks that node agents' targets carry the node name as label node: the exporter-down alert
+// leaves out agents whose node is in maintenance by joining on it.
+func checkNodeTargetLabel(t *testing.T, u *unstructured.Unstructured, ep map[string]any) {
+	t.Helper()
+	if u.GetKind() == "PodMonitoring" {
+		metadata, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "targetLabels", "metadata")
+		if !slices.Contains(metadata, "node") {
+			t.Errorf("%s %s: targetLabels.metadata %v lacks node", u.GetKind(), u.GetName(), metadata)
+		}
+		return
+	}
+	rules, _, _ := unstructured.NestedSlice(ep, "relabelings")
+	for _, r := range rules {
+		rule := r.(map[string]any)
+		source, _, _ := unstructured.NestedStringSlice(rule, "sourceLabels")
+		if rule["targetLabel"] == "node" && slices.Equal(source, []string{"__meta_kubernetes_pod_node_name"}) {
+			return
+		}
+	}
+	t.Errorf("%s %s: no relabeling of __meta_kubernetes_pod_node_name to node", u.GetKind(), u.GetName())
 }
 
 // checkDropsRuntimeSeries checks that the node agents' scrape drops their Go runtime and process series, and only
