@@ -1,0 +1,563 @@
+// Package driver plays GKE on a real kube-apiserver for tests and the demo. From a scenario it registers the node
+// pools' nodes and the workloads' pods, then acts as GKE does: it schedules host maintenance (node label
+// cloud.google.com/scheduled-maintenance-time and the node's metadata upcoming-maintenance), starts it at the
+// window or when perform-maintenance=true is set on a node whose maintenance can be rescheduled (ONGOING and the
+// impending-node-termination taint, workload pods evicted, then system pods, terminating, VM down, all cleared),
+// maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
+// Monitoring simulator.
+//
+// No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, finishing deleted
+// pods, node Ready), the workload controllers and scheduler (it recreates the workloads' pods on nodes that can
+// take them) and the disruption controller (PodDisruptionBudget status, which the eviction API depends on).
+package driver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
+)
+
+// Options configure a Driver.
+type Options struct {
+	Client   kubernetes.Interface
+	Scenario *Scenario
+	// Monitoring receives the interruptions; nil records none.
+	Monitoring *monitoring.Server
+	// Tick is how often the driver acts without a change on the API server (default 100ms).
+	Tick time.Duration
+}
+
+// Node is a simulated node and the metadata server of its VM; serve each on its own listener.
+type Node struct {
+	Name     string
+	Pool     string
+	Metadata *metadata.Server
+}
+
+// Driver plays one scenario. Create it with New and run it with Run.
+type Driver struct {
+	logger    *slog.Logger
+	client    kubernetes.Interface
+	sc        *Scenario
+	mon       *monitoring.Server
+	tick      time.Duration
+	nodes     []*simNode
+	byName    map[string]*simNode
+	workloads []*simWorkload
+
+	clock      storyClock
+	events     []timedEvent
+	nextEvent  int
+	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
+	pdbLister  policylisters.PodDisruptionBudgetLister
+	kubelet    kubelet
+	wake       chan struct{}
+	started    chan struct{}
+
+	mu     sync.Mutex
+	status Status
+}
+
+// simNode is one node: its pool, its VM's metadata server and what GKE is doing to it. Only the Run goroutine
+// touches the fields below meta.
+type simNode struct {
+	name  string
+	pool  *NodePool
+	index int
+	meta  *metadata.Server
+
+	ready       bool // the Ready condition the kubelet reports
+	maintenance *maintenance
+	preemption  *preemption
+	// clearPerformMaintenance is set when maintenance completed, until the perform-maintenance label is gone.
+	clearPerformMaintenance bool
+	maintained, preempted   int
+}
+
+// New prepares the driver and one metadata server per node of the scenario.
+func New(logger *slog.Logger, opts Options) (*Driver, error) {
+	if opts.Client == nil || opts.Scenario == nil {
+		return nil, fmt.Errorf("the driver needs a client and a scenario")
+	}
+	d := &Driver{
+		logger: logger,
+		client: opts.Client,
+		sc:     opts.Scenario,
+		mon:    opts.Monitoring,
+		tick:   opts.Tick,
+		byName: map[string]*simNode{},
+		wake:   make(chan struct{}, 1),
+	}
+	if d.tick <= 0 {
+		d.tick = 100 * time.Millisecond
+	}
+	d.started = make(chan struct{})
+	project := d.sc.Cluster.Project
+	for p := range d.sc.NodePools {
+		pool := &d.sc.NodePools[p]
+		for i := range pool.Nodes {
+			name := d.sc.NodeName(pool.Name, i)
+			sn := &simNode{name: name, pool: pool, index: i, ready: true, meta: metadata.New(metadata.Instance{
+				Name:             name,
+				ID:               instanceID(name),
+				Zone:             pool.Zone,
+				ProjectID:        project,
+				NumericProjectID: instanceID(project)[:12],
+			})}
+			d.nodes = append(d.nodes, sn)
+			d.byName[name] = sn
+		}
+	}
+	for i := range d.sc.Workloads {
+		d.workloads = append(d.workloads, newSimWorkload(d.sc, &d.sc.Workloads[i]))
+	}
+	return d, nil
+}
+
+func instanceID(name string) string {
+	var h uint64 = 14695981039346656037
+	for _, c := range []byte(name) {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return strconv.FormatUint(h%9e18+1e18, 10)
+}
+
+// Nodes lists the simulated nodes in scenario order.
+func (d *Driver) Nodes() []Node {
+	out := make([]Node, len(d.nodes))
+	for i, sn := range d.nodes {
+		out[i] = Node{Name: sn.name, Pool: sn.pool.Name, Metadata: sn.meta}
+	}
+	return out
+}
+
+// Started is closed once the cluster is registered and the story clock runs.
+func (d *Driver) Started() <-chan struct{} { return d.started }
+
+// Run registers the cluster and plays the scenario until ctx ends. It returns an error only when the cluster
+// cannot be registered; later API errors are logged and the step is tried again.
+func (d *Driver) Run(ctx context.Context) error {
+	if err := d.register(ctx); err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(d.client, 0)
+	nodeInformer := factory.Core().V1().Nodes()
+	podInformer := factory.Core().V1().Pods()
+	pdbInformer := factory.Policy().V1().PodDisruptionBudgets()
+	for _, inf := range []cache.SharedIndexInformer{nodeInformer.Informer(), podInformer.Informer(), pdbInformer.Informer()} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { d.poke() },
+			UpdateFunc: func(any, any) { d.poke() },
+			DeleteFunc: func(any) { d.poke() },
+		}); err != nil {
+			return err
+		}
+	}
+	d.nodeLister, d.podLister, d.pdbLister = nodeInformer.Lister(), podInformer.Lister(), pdbInformer.Lister()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), nodeInformer.Informer().HasSynced, podInformer.Informer().HasSynced,
+		pdbInformer.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	d.kubelet = newKubelet()
+	d.clock = storyClock{start: time.Now(), scale: d.sc.TimeScale}
+	d.events = timeline(d.sc, d.clock)
+	d.logger.Info("story started", "nodes", len(d.nodes), "workloads", len(d.workloads), "events", len(d.events),
+		"time_scale", d.sc.TimeScale)
+	close(d.started)
+
+	ticker := time.NewTicker(d.tick)
+	defer ticker.Stop()
+	for {
+		d.pass(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-d.wake:
+		}
+	}
+}
+
+func (d *Driver) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pass does everything that is due: the scenario's events, GKE's steps, the kubelet's, the controllers'.
+func (d *Driver) pass(ctx context.Context, now time.Time) {
+	for d.nextEvent < len(d.events) && !now.Before(d.events[d.nextEvent].at) {
+		d.fire(d.events[d.nextEvent], now)
+		d.nextEvent++
+	}
+	for _, sn := range d.nodes {
+		d.advanceMaintenance(sn, now)
+		d.advancePreemption(sn, now)
+	}
+	pods, err := d.podLister.List(labels.Everything())
+	if err != nil {
+		d.logger.Error("listing pods from the cache", "err", err)
+		return
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, pod := range pods {
+		if d.byName[pod.Spec.NodeName] != nil {
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		}
+	}
+	for _, sn := range d.nodes {
+		d.syncNode(ctx, sn, now)
+		d.evict(ctx, sn, byNode[sn.name])
+		d.kubelet.sync(ctx, d, sn, byNode[sn.name], now)
+	}
+	d.kubelet.forget(pods)
+	for _, w := range d.workloads {
+		d.reconcileWorkload(ctx, w, pods, now)
+		d.reconcilePDB(ctx, w, pods, now)
+	}
+	d.publishStatus(now)
+}
+
+// fire starts what a scenario event announces.
+func (d *Driver) fire(te timedEvent, now time.Time) {
+	e := te.event
+	switch {
+	case e.Maintenance != nil:
+		m := e.Maintenance
+		pool := d.sc.Pool(m.NodePool)
+		windowStart := now.Add(d.clock.wall(time.Duration(m.WindowStartsIn))).Truncate(time.Second)
+		md := metadata.Maintenance{
+			Type:              m.Type,
+			Status:            "PENDING",
+			CanReschedule:     m.CanReschedule,
+			WindowStart:       windowStart,
+			WindowEnd:         windowStart.Add(d.clock.wall(time.Duration(m.WindowLength))),
+			LatestWindowStart: windowStart,
+			Reasons:           m.Reasons,
+		}
+		for _, sn := range d.targets(pool, m.Nodes) {
+			if sn.maintenance != nil || sn.preemption != nil {
+				d.logger.Warn("node busy, maintenance event left out", "event", te.index, "node", sn.name)
+				continue
+			}
+			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule}
+			sn.meta.ScheduleMaintenance(md)
+			d.logger.Info("maintenance scheduled", "node", sn.name, "pool", pool.Name, "window_start", windowStart,
+				"can_reschedule", m.CanReschedule, "story_window_start", d.clock.story(windowStart).Round(time.Minute))
+		}
+	case e.Preemption != nil:
+		pool := d.sc.Pool(e.Preemption.NodePool)
+		notice := time.Duration(d.sc.GKE.PreemptionNotice)
+		for _, sn := range d.targets(pool, e.Preemption.Nodes) {
+			if sn.maintenance != nil || sn.preemption != nil {
+				d.logger.Warn("node busy, preemption left out", "event", te.index, "node", sn.name)
+				continue
+			}
+			sn.preemption = &preemption{phase: preemptionWorkloads, until: now.Add(notice / 2)}
+			sn.meta.Preempt()
+			d.logger.Info("spot VM preempted", "node", sn.name, "pool", pool.Name, "notice", notice)
+		}
+	}
+}
+
+// targets are the nodes of pool an event names; none named means all.
+func (d *Driver) targets(pool *NodePool, indexes []int) []*simNode {
+	var out []*simNode
+	for _, sn := range d.nodes {
+		if sn.pool != pool {
+			continue
+		}
+		if len(indexes) == 0 {
+			out = append(out, sn)
+			continue
+		}
+		for _, i := range indexes {
+			if i == sn.index {
+				out = append(out, sn)
+			}
+		}
+	}
+	return out
+}
+
+// cached returns the node as the informer last saw it, or nil.
+func (d *Driver) cached(name string) *corev1.Node {
+	n, err := d.nodeLister.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// recordInterruption counts an interruption of sn in the Cloud Monitoring simulator.
+func (d *Driver) recordInterruption(sn *simNode, kind, reason string, now time.Time) {
+	if d.mon == nil {
+		return
+	}
+	err := d.mon.Record(monitoring.Interruption{
+		Project:  d.sc.Cluster.Project,
+		Location: d.sc.Cluster.Location,
+		Cluster:  d.sc.Cluster.Name,
+		Node:     sn.name,
+		NodePool: sn.pool.Name,
+		Type:     kind,
+		Reason:   reason,
+		Count:    1,
+		Time:     now,
+	})
+	if err != nil {
+		d.logger.Error("recording interruption", "node", sn.name, "type", kind, "err", err)
+	}
+}
+
+// syncNode brings the Node object in line with what GKE and the kubelet say about it: the maintenance labels and
+// taint, and the Ready condition.
+func (d *Driver) syncNode(ctx context.Context, sn *simNode, now time.Time) {
+	n := d.cached(sn.name)
+	if n == nil {
+		return
+	}
+	if nodeMetaDiffers(n, sn) {
+		err := updateNode(ctx, d.client, sn.name, func(n *corev1.Node) bool { return applyNodeMeta(n, sn) })
+		if err != nil {
+			d.logger.Warn("updating node labels and taints", "node", sn.name, "err", err)
+			return
+		}
+	}
+	if sn.clearPerformMaintenance && n.Labels[LabelPerformMaintenance] == "" {
+		sn.clearPerformMaintenance = false
+	}
+	if nodeReady(n) != sn.ready {
+		status := nodeStatus(d.sc, sn.pool, sn.index, sn.ready, now)
+		n = n.DeepCopy()
+		n.Status.Conditions = status.Conditions
+		if _, err := d.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+			d.logger.Warn("updating node status", "node", sn.name, "err", err)
+		}
+	}
+}
+
+// desiredNodeMeta is what GKE shows on a node: the scheduled maintenance time while maintenance is pending or
+// running, the maintenance state, and the taint from the start of the maintenance.
+func desiredNodeMeta(sn *simNode) (scheduled, state string, tainted bool) {
+	m := sn.maintenance
+	if m == nil {
+		return "", "", false
+	}
+	scheduled = strconv.FormatInt(m.windowStart.Unix(), 10)
+	switch m.phase {
+	case phaseWorkloadEviction, phaseSystemEviction:
+		state = maintenanceOngoing
+	case phaseHostDown:
+		state = maintenanceTerminating
+	}
+	return scheduled, state, state != ""
+}
+
+func nodeMetaDiffers(n *corev1.Node, sn *simNode) bool {
+	scheduled, state, tainted := desiredNodeMeta(sn)
+	return n.Labels[LabelScheduledMaintenance] != scheduled || n.Labels[LabelActiveMaintenance] != state ||
+		hasTerminationTaint(n) != tainted || (sn.clearPerformMaintenance && n.Labels[LabelPerformMaintenance] != "")
+}
+
+// applyNodeMeta changes n to the desired labels and taint and tells whether anything changed.
+func applyNodeMeta(n *corev1.Node, sn *simNode) bool {
+	if !nodeMetaDiffers(n, sn) {
+		return false
+	}
+	scheduled, state, tainted := desiredNodeMeta(sn)
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	setLabel(n.Labels, LabelScheduledMaintenance, scheduled)
+	setLabel(n.Labels, LabelActiveMaintenance, state)
+	if sn.clearPerformMaintenance {
+		delete(n.Labels, LabelPerformMaintenance)
+	}
+	if tainted && !hasTerminationTaint(n) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule,
+			TimeAdded: ptrTo(metav1.Now())})
+	}
+	if !tainted {
+		var kept []corev1.Taint
+		for _, t := range n.Spec.Taints {
+			if t.Key != TaintImpendingTermination {
+				kept = append(kept, t)
+			}
+		}
+		n.Spec.Taints = kept
+	}
+	return true
+}
+
+func setLabel(l map[string]string, key, value string) {
+	if value == "" {
+		delete(l, key)
+	} else {
+		l[key] = value
+	}
+}
+
+func hasTerminationTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintImpendingTermination {
+			return true
+		}
+	}
+	return false
+}
+
+// evict deletes the pods GKE stops in the node's current phase: workload pods first, then system pods too, and
+// every pod at once when the VM stops.
+func (d *Driver) evict(ctx context.Context, sn *simNode, pods []*corev1.Pod) {
+	var system, force bool
+	switch {
+	case sn.maintenance != nil && sn.maintenance.phase == phaseWorkloadEviction,
+		sn.preemption != nil && sn.preemption.phase == preemptionWorkloads:
+	case sn.maintenance != nil && sn.maintenance.phase == phaseSystemEviction,
+		sn.preemption != nil && sn.preemption.phase == preemptionSystem:
+		system = true
+	case !sn.ready:
+		system, force = true, true
+	default:
+		return
+	}
+	grace := time.Duration(d.sc.GKE.WorkloadEviction)
+	if sn.preemption != nil {
+		grace = time.Duration(d.sc.GKE.PreemptionNotice) / 2
+	}
+	for _, pod := range pods {
+		if systemPod(pod) && !system {
+			continue
+		}
+		if force {
+			d.kubelet.finish(ctx, d, pod)
+			continue
+		}
+		if pod.DeletionTimestamp != nil || d.kubelet.deleted[pod.UID] {
+			continue
+		}
+		seconds := int64(max(1, grace/time.Second))
+		if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < seconds {
+			seconds = *g
+		}
+		err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &seconds, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			d.logger.Warn("evicting pod", "pod", pod.Namespace+"/"+pod.Name, "node", sn.name, "err", err)
+			continue
+		}
+		d.kubelet.deleted[pod.UID] = true
+		d.logger.Debug("pod evicted by GKE", "pod", pod.Namespace+"/"+pod.Name, "node", sn.name)
+	}
+}
+
+// placeable tells whether a new pod of w may go to sn: the node is up and GKE is not taking it down; a node
+// cordoned (unschedulable) takes only DaemonSet pods, as with the real scheduler.
+func (d *Driver) placeable(w *simWorkload, sn *simNode) bool {
+	if !sn.ready || sn.preemption != nil || (sn.maintenance != nil && sn.maintenance.phase >= phaseWorkloadEviction) {
+		return false
+	}
+	if w.w.Kind == KindDaemonSet {
+		return true
+	}
+	n := d.cached(sn.name)
+	return n != nil && !n.Spec.Unschedulable && !hasTerminationTaint(n)
+}
+
+// Status is a summary of the story for displays.
+type Status struct {
+	// Story is the story time played so far.
+	Story time.Duration
+	// Scheduled nodes have maintenance announced that has not started yet; InMaintenance nodes are in it (from
+	// GKE's start until the node is back); Maintained counts completed maintenances.
+	Scheduled, InMaintenance, Maintained int
+	// Preempting nodes are between a preemption notice and their replacement; Preempted counts preemptions.
+	Preempting, Preempted int
+	// EventsLeft are the scenario's events still to come.
+	EventsLeft int
+	Nodes      []NodeStatus
+}
+
+// NodeStatus is one node's part of the story.
+type NodeStatus struct {
+	Name, Pool string
+	// Phase is what is happening: "" (nothing), scheduled, starting, evicting-workloads, evicting-system,
+	// host-down, preempted, replacing.
+	Phase string
+	// WindowStart is the start of a scheduled maintenance window.
+	WindowStart time.Time
+}
+
+// Status returns the current summary.
+func (d *Driver) Status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.status
+	s.Nodes = append([]NodeStatus(nil), s.Nodes...)
+	return s
+}
+
+func (d *Driver) publishStatus(now time.Time) {
+	s := Status{Story: d.clock.story(now), EventsLeft: len(d.events) - d.nextEvent}
+	for _, sn := range d.nodes {
+		ns := NodeStatus{Name: sn.name, Pool: sn.pool.Name}
+		switch {
+		case sn.maintenance != nil:
+			ns.Phase, ns.WindowStart = sn.maintenance.phase.String(), sn.maintenance.windowStart
+			if sn.maintenance.phase == phaseScheduled {
+				s.Scheduled++
+			} else {
+				s.InMaintenance++
+			}
+		case sn.preemption != nil:
+			ns.Phase = sn.preemption.phase.String()
+			s.Preempting++
+		}
+		s.Maintained += sn.maintained
+		s.Preempted += sn.preempted
+		s.Nodes = append(s.Nodes, ns)
+	}
+	sort.SliceStable(s.Nodes, func(a, b int) bool { return s.Nodes[a].Pool < s.Nodes[b].Pool })
+	d.mu.Lock()
+	d.status = s
+	d.mu.Unlock()
+}
+
+// updateNode applies mutate to the current node and writes it when mutate reports a change, retrying conflicts.
+func updateNode(ctx context.Context, client kubernetes.Interface, name string, mutate func(*corev1.Node) bool) error {
+	for attempt := 0; ; attempt++ {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !mutate(n) {
+			return nil
+		}
+		_, err = client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		if err == nil || !apierrors.IsConflict(err) || attempt == 4 {
+			return err
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package driver
+
+import (
+	"time"
+)
+
+// phase is a step of host maintenance on one node.
+type phase int
+
+const (
+	// phaseScheduled: announced; waiting for the window or a perform-maintenance request.
+	phaseScheduled phase = iota
+	// phaseStarting: triggered; GKE marks the node within its start delay.
+	phaseStarting
+	// phaseWorkloadEviction: ONGOING and tainted; workload pods are stopped.
+	phaseWorkloadEviction
+	// phaseSystemEviction: system pods are stopped too.
+	phaseSystemEviction
+	// phaseHostDown: terminating; the VM is stopped for the maintenance.
+	phaseHostDown
+)
+
+func (p phase) String() string {
+	return [...]string{"scheduled", "starting", "evicting-workloads", "evicting-system", "host-down"}[p]
+}
+
+// maintenance is a node's scheduled or running host maintenance.
+type maintenance struct {
+	phase         phase
+	until         time.Time // end of a timed phase
+	windowStart   time.Time
+	canReschedule bool
+	// refusedLogged notes that a perform-maintenance request GKE cannot honour was logged.
+	refusedLogged bool
+}
+
+// preemptionPhase is a step of a Spot VM's preemption.
+type preemptionPhase int
+
+const (
+	preemptionWorkloads preemptionPhase = iota // notice given; workload pods are stopped
+	preemptionSystem                           // system pods are stopped too
+	preemptionReplacing                        // the VM is gone; its replacement is starting
+)
+
+func (p preemptionPhase) String() string {
+	return [...]string{"preempted", "preempted", "replacing"}[p]
+}
+
+type preemption struct {
+	phase preemptionPhase
+	until time.Time
+}
+
+// advanceMaintenance moves the node's maintenance on when its time has come: the window started or
+// perform-maintenance=true was set (a multi-host TPU slice starts together), then GKE's timed steps.
+func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
+	m := sn.maintenance
+	if m == nil {
+		return
+	}
+	g := d.sc.GKE
+	switch m.phase {
+	case phaseScheduled:
+		reason := ""
+		if !now.Before(m.windowStart) {
+			reason = "window started"
+		} else if n := d.cached(sn.name); n != nil && n.Labels[LabelPerformMaintenance] == "true" {
+			if m.canReschedule {
+				reason = "perform-maintenance requested"
+			} else if !m.refusedLogged {
+				m.refusedLogged = true
+				d.logger.Info("perform-maintenance ignored: this maintenance cannot be rescheduled", "node", sn.name)
+			}
+		}
+		if reason == "" {
+			return
+		}
+		for _, peer := range d.slice(sn) {
+			if pm := peer.maintenance; pm != nil && pm.phase == phaseScheduled {
+				pm.phase, pm.until = phaseStarting, now.Add(time.Duration(g.MaintenanceStartDelay))
+				d.logger.Info("maintenance starting", "node", peer.name, "reason", reason, "trigger", sn.name)
+			}
+		}
+	case phaseStarting:
+		if now.Before(m.until) {
+			return
+		}
+		m.phase, m.until = phaseWorkloadEviction, now.Add(time.Duration(g.WorkloadEviction))
+		sn.meta.StartMaintenance()
+		d.logger.Info("maintenance ongoing: node tainted, workload pods evicted", "node", sn.name)
+	case phaseWorkloadEviction:
+		if now.Before(m.until) {
+			return
+		}
+		m.phase, m.until = phaseSystemEviction, now.Add(time.Duration(g.SystemEviction))
+		d.logger.Info("maintenance ongoing: system pods evicted", "node", sn.name)
+	case phaseSystemEviction:
+		if now.Before(m.until) {
+			return
+		}
+		m.phase, m.until = phaseHostDown, now.Add(time.Duration(g.HostMaintenance))
+		sn.ready = false
+		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
+		d.logger.Info("maintenance terminating: VM stopped", "node", sn.name)
+	case phaseHostDown:
+		if now.Before(m.until) {
+			return
+		}
+		sn.maintenance = nil
+		sn.ready = true
+		sn.clearPerformMaintenance = true
+		sn.maintained++
+		sn.meta.FinishMaintenance()
+		d.logger.Info("maintenance done: node Ready, labels and taint cleared", "node", sn.name)
+	}
+}
+
+// slice is the nodes GKE maintains together with sn: the whole pool of a multi-host TPU slice, else sn alone.
+func (d *Driver) slice(sn *simNode) []*simNode {
+	if !sn.pool.MultiHostTPU() {
+		return []*simNode{sn}
+	}
+	return d.targets(sn.pool, nil)
+}
+
+// advancePreemption moves a Spot preemption on: notice for workloads, then for system pods, then the VM is gone
+// until its replacement is Ready.
+func (d *Driver) advancePreemption(sn *simNode, now time.Time) {
+	p := sn.preemption
+	if p == nil || now.Before(p.until) {
+		return
+	}
+	switch p.phase {
+	case preemptionWorkloads:
+		p.phase, p.until = preemptionSystem, now.Add(time.Duration(d.sc.GKE.PreemptionNotice)/2)
+	case preemptionSystem:
+		p.phase, p.until = preemptionReplacing, now.Add(time.Duration(d.sc.GKE.SpotReplacement))
+		sn.ready = false
+		d.recordInterruption(sn, "PreemptionEvent", "Other", now)
+		d.logger.Info("spot VM stopped", "node", sn.name)
+	case preemptionReplacing:
+		sn.preemption = nil
+		sn.ready = true
+		sn.preempted++
+		sn.meta.Reset()
+		d.logger.Info("spot VM replaced: node Ready", "node", sn.name)
+	}
+}

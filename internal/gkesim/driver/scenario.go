@@ -1,0 +1,437 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Scenario is a story for the simulated cluster: its node pools and workloads, and what GKE does to them when.
+// Times of events are story time, played TimeScale times faster than the wall clock; the durations of GKE's own
+// mechanics (GKE) are wall-clock time, so that each phase stays long enough to be scraped and alerted on.
+type Scenario struct {
+	Cluster Cluster `yaml:"cluster"`
+	// TimeScale is story seconds per wall-clock second: 288 plays 24 h of story in 5 min. Default 1.
+	TimeScale float64    `yaml:"timeScale"`
+	GKE       Mechanics  `yaml:"gke"`
+	NodePools []NodePool `yaml:"nodePools"`
+	Workloads []Workload `yaml:"workloads"`
+	Events    []Event    `yaml:"events"`
+}
+
+// Cluster names the simulated cluster as Cloud Monitoring labels its interruptions.
+type Cluster struct {
+	Project  string `yaml:"project"`
+	Location string `yaml:"location"` // region or zone of the cluster
+	Name     string `yaml:"name"`
+	// Version is the GKE version the nodes' kubelets report.
+	Version string `yaml:"version"`
+}
+
+// Mechanics are the wall-clock durations of what GKE and the VMs do. Zero fields take GKE's values.
+type Mechanics struct {
+	// MaintenanceStartDelay is how long after the window starts, or after perform-maintenance=true is set, GKE
+	// marks the node ONGOING and taints it. GKE: within 60 s.
+	MaintenanceStartDelay Duration `yaml:"maintenanceStartDelay"`
+	// WorkloadEviction is the time workload pods get before system pods are evicted.
+	WorkloadEviction Duration `yaml:"workloadEviction"`
+	// SystemEviction is the time system pods get before the VM stops (state terminating).
+	SystemEviction Duration `yaml:"systemEviction"`
+	// HostMaintenance is how long the VM is down for the maintenance before the node is Ready again.
+	HostMaintenance Duration `yaml:"hostMaintenance"`
+	// PreemptionNotice is a Spot VM's warning before it stops: half for workload pods, half for system pods.
+	// GKE: 30 s.
+	PreemptionNotice Duration `yaml:"preemptionNotice"`
+	// SpotReplacement is how long a preempted Spot node is down before its replacement VM is Ready.
+	SpotReplacement Duration `yaml:"spotReplacement"`
+	// PodShutdown is how long a deleted pod takes to stop (never beyond its grace period): the kubelet's part.
+	PodShutdown Duration `yaml:"podShutdown"`
+}
+
+// GKE's values of the mechanics where documented, else typical ones.
+var defaultMechanics = Mechanics{
+	MaintenanceStartDelay: Duration(60 * time.Second),
+	WorkloadEviction:      Duration(30 * time.Second),
+	SystemEviction:        Duration(30 * time.Second),
+	HostMaintenance:       Duration(5 * time.Minute),
+	PreemptionNotice:      Duration(30 * time.Second),
+	SpotReplacement:       Duration(2 * time.Minute),
+	PodShutdown:           Duration(5 * time.Second),
+}
+
+// NodePool is a GKE node pool. A pool with a TPU and more than one node is a multi-host TPU slice: GKE maintains
+// it as a whole.
+type NodePool struct {
+	Name        string `yaml:"name"`
+	MachineType string `yaml:"machineType"`
+	// Zone defaults to zone a of the cluster's region.
+	Zone  string `yaml:"zone"`
+	Nodes int    `yaml:"nodes"`
+	// Accelerator is the GPU type (label cloud.google.com/gke-accelerator), AcceleratorCount the GPUs per node.
+	Accelerator      string `yaml:"accelerator"`
+	AcceleratorCount int    `yaml:"acceleratorCount"`
+	TPU              *TPU   `yaml:"tpu"`
+	Spot             bool   `yaml:"spot"`
+}
+
+// TPU describes a TPU node pool.
+type TPU struct {
+	Accelerator  string `yaml:"accelerator"` // label cloud.google.com/gke-tpu-accelerator, e.g. tpu-v5p-slice
+	Topology     string `yaml:"topology"`    // label cloud.google.com/gke-tpu-topology, e.g. 2x2x2
+	ChipsPerNode int    `yaml:"chipsPerNode"`
+}
+
+// MultiHostTPU tells whether the pool is a multi-host TPU slice.
+func (p *NodePool) MultiHostTPU() bool { return p.TPU != nil && p.Nodes > 1 }
+
+// Workload kinds.
+const (
+	KindDeployment = "Deployment" // Replicas pods spread over the pools' nodes
+	KindJob        = "Job"        // one pod on every node of the pools (a training job)
+	KindDaemonSet  = "DaemonSet"  // one pod on every node of the pools, also cordoned ones
+)
+
+// Workload is a set of pods the driver keeps running, playing the controller and the scheduler: controllers do not
+// run on the simulated cluster.
+type Workload struct {
+	Name      string `yaml:"name"`
+	Namespace string `yaml:"namespace"`
+	Kind      string `yaml:"kind"`
+	// NodePools the pods run on; a DaemonSet without any runs on every node.
+	NodePools []string `yaml:"nodePools"`
+	Replicas  int      `yaml:"replicas"` // Deployment only
+	PDB       *PDB     `yaml:"pdb"`
+	// TerminationGracePeriod of the pods (default 30s).
+	TerminationGracePeriod Duration `yaml:"terminationGracePeriod"`
+}
+
+// PDB is a PodDisruptionBudget over a workload's pods: exactly one of its fields.
+type PDB struct {
+	MinAvailable   *IntOrPercent `yaml:"minAvailable"`
+	MaxUnavailable *IntOrPercent `yaml:"maxUnavailable"`
+}
+
+// Event is one thing that happens at At (story time from the start): exactly one of its kinds.
+type Event struct {
+	At          Duration          `yaml:"at"`
+	Maintenance *MaintenanceEvent `yaml:"maintenance"`
+	Preemption  *PreemptionEvent  `yaml:"preemption"`
+}
+
+// MaintenanceEvent is GKE scheduling host maintenance on nodes of a pool.
+type MaintenanceEvent struct {
+	NodePool string `yaml:"nodePool"`
+	// Nodes are indexes into the pool; none means all. A multi-host TPU slice always goes as a whole.
+	Nodes []int `yaml:"nodes"`
+	// WindowStartsIn is the time from the event to the window start (story time).
+	WindowStartsIn Duration `yaml:"windowStartsIn"`
+	// WindowLength is the length of the window (story time, default 1h).
+	WindowLength  Duration `yaml:"windowLength"`
+	CanReschedule bool     `yaml:"canReschedule"`
+	// Type is SCHEDULED (default) or UNSCHEDULED.
+	Type    string   `yaml:"type"`
+	Reasons []string `yaml:"reasons"`
+}
+
+// PreemptionEvent is Compute Engine preempting Spot nodes of a pool.
+type PreemptionEvent struct {
+	NodePool string `yaml:"nodePool"`
+	Nodes    []int  `yaml:"nodes"` // none means all
+}
+
+// Duration is a Go duration string (90s, 10m, 20h).
+type Duration time.Duration
+
+// UnmarshalYAML reads a non-negative Go duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a non-negative duration (examples: 30s, 10m, 20h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// IntOrPercent is a count (1) or a percentage ("50%").
+type IntOrPercent struct{ intstr.IntOrString }
+
+// UnmarshalYAML reads a non-negative count or a percentage from 0% to 100%.
+func (v *IntOrPercent) UnmarshalYAML(n *yaml.Node) error {
+	if p, ok := strings.CutSuffix(n.Value, "%"); ok {
+		if x, err := strconv.Atoi(p); err == nil && x >= 0 && x <= 100 {
+			v.IntOrString = intstr.FromString(n.Value)
+			return nil
+		}
+	} else if x, err := strconv.Atoi(n.Value); err == nil && x >= 0 {
+		v.IntOrString = intstr.FromInt32(int32(x))
+		return nil
+	}
+	return fmt.Errorf("line %d: %q is neither a count nor a percentage such as \"50%%\"", n.Line, n.Value)
+}
+
+// Load reads a scenario file.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sc, nil
+}
+
+// Parse decodes a scenario strictly (unknown keys are errors), fills in defaults and validates it.
+func Parse(data []byte) (*Scenario, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var sc Scenario
+	if err := dec.Decode(&sc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the scenario is empty")
+		}
+		return nil, err
+	}
+	sc.defaults()
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+func (sc *Scenario) defaults() {
+	if sc.TimeScale == 0 {
+		sc.TimeScale = 1
+	}
+	if sc.Cluster.Version == "" {
+		sc.Cluster.Version = "1.33.5-gke.1162000"
+	}
+	m := &sc.GKE
+	for _, f := range []struct{ v, def *Duration }{
+		{&m.MaintenanceStartDelay, &defaultMechanics.MaintenanceStartDelay},
+		{&m.WorkloadEviction, &defaultMechanics.WorkloadEviction},
+		{&m.SystemEviction, &defaultMechanics.SystemEviction},
+		{&m.HostMaintenance, &defaultMechanics.HostMaintenance},
+		{&m.PreemptionNotice, &defaultMechanics.PreemptionNotice},
+		{&m.SpotReplacement, &defaultMechanics.SpotReplacement},
+		{&m.PodShutdown, &defaultMechanics.PodShutdown},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	for i := range sc.NodePools {
+		p := &sc.NodePools[i]
+		if p.Zone == "" {
+			p.Zone = defaultZone(sc.Cluster.Location)
+		}
+		if p.Accelerator != "" && p.AcceleratorCount == 0 {
+			p.AcceleratorCount = 1
+		}
+		if p.TPU != nil && p.TPU.ChipsPerNode == 0 {
+			p.TPU.ChipsPerNode = 4
+		}
+	}
+	for i := range sc.Workloads {
+		w := &sc.Workloads[i]
+		if w.Namespace == "" {
+			w.Namespace = "default"
+		}
+		if w.TerminationGracePeriod == 0 {
+			w.TerminationGracePeriod = Duration(30 * time.Second)
+		}
+	}
+	for i := range sc.Events {
+		if m := sc.Events[i].Maintenance; m != nil {
+			if m.WindowLength == 0 {
+				m.WindowLength = Duration(time.Hour)
+			}
+			if m.Type == "" {
+				m.Type = "SCHEDULED"
+			}
+		}
+	}
+}
+
+// defaultZone is zone a of a region; a zonal location is its own zone.
+func defaultZone(location string) string {
+	if strings.Count(location, "-") >= 2 {
+		return location
+	}
+	return location + "-a"
+}
+
+// dnsLabel is what Kubernetes accepts as a namespace and what GKE accepts as a pool name.
+var dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)
+
+func (sc *Scenario) validate() error {
+	var errs []error
+	fail := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if sc.Cluster.Project == "" {
+		fail("cluster.project", "required")
+	}
+	if sc.Cluster.Location == "" {
+		fail("cluster.location", "required")
+	}
+	if !dnsLabel.MatchString(sc.Cluster.Name) {
+		fail("cluster.name", "%q is not a lower-case name of letters, digits and dashes", sc.Cluster.Name)
+	}
+	if sc.TimeScale <= 0 {
+		fail("timeScale", "%v must be positive", sc.TimeScale)
+	}
+	pools := map[string]*NodePool{}
+	for i := range sc.NodePools {
+		p := &sc.NodePools[i]
+		key := fmt.Sprintf("nodePools[%d]", i)
+		switch {
+		case !dnsLabel.MatchString(p.Name):
+			fail(key+".name", "%q is not a lower-case name of letters, digits and dashes", p.Name)
+		case pools[p.Name] != nil:
+			fail(key+".name", "%q is used twice", p.Name)
+		}
+		pools[p.Name] = p
+		if p.MachineType == "" {
+			fail(key+".machineType", "required")
+		}
+		if p.Nodes < 1 || p.Nodes > 1000 {
+			fail(key+".nodes", "%d is not from 1 to 1000", p.Nodes)
+		}
+		if p.Accelerator != "" && p.TPU != nil {
+			fail(key, "a pool has either a GPU accelerator or a TPU, not both")
+		}
+		if p.TPU != nil && (p.TPU.Accelerator == "" || p.TPU.Topology == "") {
+			fail(key+".tpu", "accelerator and topology are required")
+		}
+	}
+	if len(pools) == 0 {
+		fail("nodePools", "at least one node pool is required")
+	}
+	workloads := map[string]bool{}
+	for i, w := range sc.Workloads {
+		key := fmt.Sprintf("workloads[%d]", i)
+		if !dnsLabel.MatchString(w.Name) {
+			fail(key+".name", "%q is not a lower-case name of letters, digits and dashes", w.Name)
+		}
+		if !dnsLabel.MatchString(w.Namespace) {
+			fail(key+".namespace", "%q is not a namespace name", w.Namespace)
+		}
+		if workloads[w.Namespace+"/"+w.Name] {
+			fail(key+".name", "%s/%s is used twice", w.Namespace, w.Name)
+		}
+		workloads[w.Namespace+"/"+w.Name] = true
+		switch w.Kind {
+		case KindDeployment:
+			if w.Replicas < 1 {
+				fail(key+".replicas", "a Deployment needs at least 1")
+			}
+		case KindJob, KindDaemonSet:
+			if w.Replicas != 0 {
+				fail(key+".replicas", "only a Deployment has replicas; a %s runs one pod per node", w.Kind)
+			}
+		default:
+			fail(key+".kind", "%q is not one of Deployment, Job, DaemonSet", w.Kind)
+		}
+		if len(w.NodePools) == 0 && w.Kind != KindDaemonSet {
+			fail(key+".nodePools", "a %s needs at least one node pool", w.Kind)
+		}
+		for j, name := range w.NodePools {
+			if pools[name] == nil {
+				fail(fmt.Sprintf("%s.nodePools[%d]", key, j), "%q is not a node pool of the scenario", name)
+			}
+		}
+		if w.PDB != nil && (w.PDB.MinAvailable == nil) == (w.PDB.MaxUnavailable == nil) {
+			fail(key+".pdb", "set exactly one of minAvailable and maxUnavailable")
+		}
+	}
+	for i, e := range sc.Events {
+		key := fmt.Sprintf("events[%d]", i)
+		switch {
+		case (e.Maintenance == nil) == (e.Preemption == nil):
+			fail(key, "set exactly one of maintenance and preemption")
+		case e.Maintenance != nil:
+			m := e.Maintenance
+			key += ".maintenance"
+			p := pools[m.NodePool]
+			if p == nil {
+				fail(key+".nodePool", "%q is not a node pool of the scenario", m.NodePool)
+				continue
+			}
+			if p.MultiHostTPU() && len(m.Nodes) > 0 {
+				fail(key+".nodes", "node pool %s is a multi-host TPU slice, maintained as a whole: leave nodes out", p.Name)
+			}
+			validIndexes(fail, key+".nodes", m.Nodes, p)
+			if m.Type != "SCHEDULED" && m.Type != "UNSCHEDULED" {
+				fail(key+".type", "%q is not SCHEDULED or UNSCHEDULED", m.Type)
+			}
+		default:
+			key += ".preemption"
+			p := pools[e.Preemption.NodePool]
+			if p == nil {
+				fail(key+".nodePool", "%q is not a node pool of the scenario", e.Preemption.NodePool)
+				continue
+			}
+			if !p.Spot {
+				fail(key+".nodePool", "node pool %s is not a Spot pool: only Spot VMs are preempted", p.Name)
+			}
+			validIndexes(fail, key+".nodes", e.Preemption.Nodes, p)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validIndexes(fail func(key, format string, args ...any), key string, indexes []int, p *NodePool) {
+	for j, n := range indexes {
+		if n < 0 || n >= p.Nodes {
+			fail(fmt.Sprintf("%s[%d]", key, j), "node %d is not in node pool %s (nodes 0 to %d)", n, p.Name, p.Nodes-1)
+		}
+	}
+}
+
+// Pool returns the named node pool, or nil.
+func (sc *Scenario) Pool(name string) *NodePool {
+	for i := range sc.NodePools {
+		if sc.NodePools[i].Name == name {
+			return &sc.NodePools[i]
+		}
+	}
+	return nil
+}
+
+// NodeName is the name of node i of a pool, shaped like GKE's: gke-CLUSTER-POOL-HASH-SUFFIX. The suffix is a
+// permutation of the index, so names in a pool never collide.
+func (sc *Scenario) NodeName(pool string, i int) string {
+	const suffixes = 36 * 36 * 36 * 36
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%s", sc.Cluster.Name, pool)
+	// 1000003 is prime and so coprime with 36^4: i -> suffix is one to one.
+	n := (uint64(i)*1000003 + uint64(h.Sum32())) % suffixes
+	suffix := strconv.FormatUint(n, 36)
+	suffix = strings.Repeat("0", 4-len(suffix)) + suffix
+	return fmt.Sprintf("gke-%s-%s-%08x-%s", sc.Cluster.Name, pool, h.Sum32(), suffix)
+}
+
+// NodeNames are the names of a pool's nodes, by index.
+func (sc *Scenario) NodeNames(pool string) []string {
+	p := sc.Pool(pool)
+	if p == nil {
+		return nil
+	}
+	names := make([]string, p.Nodes)
+	for i := range names {
+		names[i] = sc.NodeName(pool, i)
+	}
+	return names
+}

@@ -1,0 +1,133 @@
+package driver
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDefaults(t *testing.T) {
+	sc, err := Parse([]byte(`
+cluster: {project: p, location: europe-west4, name: c}
+nodePools:
+  - {name: a3, machineType: a3-highgpu-8g, accelerator: nvidia-h100-80gb, nodes: 2}
+  - {name: tpu, machineType: ct5p-hightpu-4t, zone: europe-west4-b, tpu: {accelerator: tpu-v5p-slice, topology: 2x2x2}, nodes: 2}
+workloads:
+  - {name: ds, kind: DaemonSet}
+events:
+  - {at: 1h, maintenance: {nodePool: a3, windowStartsIn: 20h}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.TimeScale != 1 || sc.GKE.MaintenanceStartDelay != Duration(60*time.Second) || sc.GKE.PreemptionNotice != Duration(30*time.Second) {
+		t.Errorf("defaults not applied: scale %v, mechanics %+v", sc.TimeScale, sc.GKE)
+	}
+	if sc.NodePools[0].Zone != "europe-west4-a" || sc.NodePools[1].Zone != "europe-west4-b" || sc.NodePools[0].AcceleratorCount != 1 {
+		t.Errorf("pools: %+v", sc.NodePools)
+	}
+	if !sc.NodePools[1].MultiHostTPU() || sc.NodePools[0].MultiHostTPU() {
+		t.Error("only the two-node TPU pool is a multi-host slice")
+	}
+	if w := sc.Workloads[0]; w.Namespace != "default" || w.TerminationGracePeriod != Duration(30*time.Second) {
+		t.Errorf("workload: %+v", w)
+	}
+	if m := sc.Events[0].Maintenance; m.Type != "SCHEDULED" || m.WindowLength != Duration(time.Hour) {
+		t.Errorf("maintenance: %+v", m)
+	}
+}
+
+func TestParseRejectsBadScenarios(t *testing.T) {
+	const base = "cluster: {project: p, location: us-central1, name: c}\n" +
+		"nodePools:\n  - {name: gpu, machineType: g2-standard-8, nodes: 2}\n  - {name: spot, machineType: g2-standard-8, nodes: 1, spot: true}\n" +
+		"  - {name: tpu, machineType: ct5p-hightpu-4t, tpu: {accelerator: tpu-v5p-slice, topology: 2x2x2}, nodes: 2}\n"
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"empty":            {"", "empty"},
+		"unknown key":      {base + "timescale: 2\n", "field timescale not found"},
+		"bad duration":     {base + "gke: {podShutdown: soon}\n", `"soon" is not a non-negative duration`},
+		"negative scale":   {base + "timeScale: -1\n", "timeScale: -1 must be positive"},
+		"no project":       {"cluster: {location: l, name: c}\nnodePools: [{name: a, machineType: m, nodes: 1}]\n", "cluster.project: required"},
+		"bad cluster name": {"cluster: {project: p, location: l, name: Big}\nnodePools: [{name: a, machineType: m, nodes: 1}]\n", "cluster.name"},
+		"duplicate pool":   {base + "  - {name: gpu, machineType: m, nodes: 1}\n", `nodePools[3].name: "gpu" is used twice`},
+		"no nodes":         {base + "  - {name: none, machineType: m}\n", "nodePools[3].nodes: 0 is not from 1 to 1000"},
+		"gpu and tpu": {base + "  - {name: x, machineType: m, nodes: 1, accelerator: a, tpu: {accelerator: t, topology: 1x1}}\n",
+			"either a GPU accelerator or a TPU"},
+		"unknown kind":      {base + "workloads: [{name: w, kind: StatefulSet, nodePools: [gpu]}]\n", `workloads[0].kind: "StatefulSet"`},
+		"no replicas":       {base + "workloads: [{name: w, kind: Deployment, nodePools: [gpu]}]\n", "workloads[0].replicas"},
+		"job replicas":      {base + "workloads: [{name: w, kind: Job, replicas: 2, nodePools: [gpu]}]\n", "only a Deployment has replicas"},
+		"unknown pool":      {base + "workloads: [{name: w, kind: Job, nodePools: [cpu]}]\n", `workloads[0].nodePools[0]: "cpu" is not a node pool`},
+		"both budgets":      {base + "workloads: [{name: w, kind: Deployment, replicas: 2, nodePools: [gpu], pdb: {minAvailable: 1, maxUnavailable: 1}}]\n", "exactly one of minAvailable"},
+		"bad percent":       {base + "workloads: [{name: w, kind: Deployment, replicas: 2, nodePools: [gpu], pdb: {minAvailable: 120%}}]\n", `"120%" is neither a count nor a percentage`},
+		"two event kinds":   {base + "events: [{at: 1h, maintenance: {nodePool: gpu}, preemption: {nodePool: spot}}]\n", "events[0]: set exactly one"},
+		"no event kind":     {base + "events: [{at: 1h}]\n", "events[0]: set exactly one"},
+		"node out of pool":  {base + "events: [{maintenance: {nodePool: gpu, nodes: [2]}}]\n", "events[0].maintenance.nodes[0]: node 2 is not in node pool gpu"},
+		"slice nodes":       {base + "events: [{maintenance: {nodePool: tpu, nodes: [0]}}]\n", "multi-host TPU slice"},
+		"bad type":          {base + "events: [{maintenance: {nodePool: gpu, type: SOON}}]\n", `"SOON" is not SCHEDULED or UNSCHEDULED`},
+		"preempt on-demand": {base + "events: [{preemption: {nodePool: gpu}}]\n", "not a Spot pool"},
+		"event pool":        {base + "events: [{preemption: {nodePool: x}}]\n", `events[0].preemption.nodePool: "x" is not a node pool`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestScenarioFiles loads every scenario shipped with the simulator.
+func TestScenarioFiles(t *testing.T) {
+	files, err := filepath.Glob("scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario files: %v", err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Error(err)
+		}
+	}
+	if sc, err := LoadNamed("demo"); err != nil || sc.Cluster.Name != "demo" {
+		t.Errorf("shipped demo scenario: %v", err)
+	}
+	if _, err := LoadNamed("nope"); err == nil || !strings.Contains(err.Error(), `no shipped scenario "nope"`) {
+		t.Errorf("unknown scenario name: got %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !os.IsNotExist(err) {
+		t.Errorf("missing file: got %v", err)
+	}
+}
+
+func TestNodeNamesUniqueAndGKEShaped(t *testing.T) {
+	sc := &Scenario{Cluster: Cluster{Name: "prod"}, NodePools: []NodePool{{Name: "a3-train", Nodes: 1000}}}
+	seen := map[string]bool{}
+	for _, name := range sc.NodeNames("a3-train") {
+		if seen[name] {
+			t.Fatalf("%s twice", name)
+		}
+		seen[name] = true
+		if !strings.HasPrefix(name, "gke-prod-a3-train-") || len(name) != len("gke-prod-a3-train-")+8+1+4 {
+			t.Fatalf("%s is not shaped gke-CLUSTER-POOL-HASH-SUFFIX", name)
+		}
+	}
+	if sc.NodeNames("other") != nil {
+		t.Error("names for an unknown pool")
+	}
+}
+
+func TestStoryClock(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := storyClock{start: start, scale: 288}
+	if got := c.at(24 * time.Hour); !got.Equal(start.Add(5 * time.Minute)) {
+		t.Errorf("24h of story at scale 288 ends at %v, want 5 minutes on", got.Sub(start))
+	}
+	if got := c.story(start.Add(time.Minute)); got != 288*time.Minute {
+		t.Errorf("story after one minute: %v", got)
+	}
+	sc := &Scenario{Events: []Event{{At: Duration(2 * time.Hour)}, {At: Duration(time.Hour)}, {At: Duration(time.Hour)}}}
+	tl := timeline(sc, c)
+	if tl[0].index != 1 || tl[1].index != 2 || tl[2].index != 0 {
+		t.Errorf("timeline order %d %d %d, want 1 2 0", tl[0].index, tl[1].index, tl[2].index)
+	}
+}
