@@ -36,6 +36,7 @@ func TestActions(t *testing.T) {
 	t.Run("AuthAndBadRequests", func(t *testing.T) { testAuthAndBadRequests(t, api) })
 	t.Run("DryRun", func(t *testing.T) { testDryRun(t, api) })
 	t.Run("RollingWaitsForSlot", func(t *testing.T) { testRollingWaitsForSlot(t, api) })
+	t.Run("ResolvedWithdrawsWaiting", func(t *testing.T) { testResolvedWithdrawsWaiting(t, api) })
 	t.Run("ResumeAfterRestart", func(t *testing.T) { testResumeAfterRestart(t, api, kl) })
 	t.Run("TwoReplicas", func(t *testing.T) { testTwoReplicas(t, api) })
 }
@@ -418,5 +419,41 @@ func testRollingWaitsForSlot(t *testing.T, api *testenv.APIServer) {
 	c.waitNode(b, "second node drained once the slot freed", inState(nodestate.Done))
 	if n := c.get(a); n.Spec.Unschedulable {
 		t.Error("first node still cordoned")
+	}
+}
+
+func testResolvedWithdrawsWaiting(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("resolved")
+	a, b := unique("gpu-a"), unique("gpu-b")
+	c.node(a, map[string]string{"pool": pool}, withScheduledMaintenance)
+	c.node(b, map[string]string{"pool": pool}, withScheduledMaintenance)
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(a, nodestate.Drain, false, startsAt))
+	c.waitNode(a, "first node drained", inState(nodestate.Done))
+	mustAccept(t, r, alert(b, nodestate.Drain, false, startsAt))
+	c.waitEvent(b, "DisruptionActionWaiting")
+
+	resolved := alert(b, nodestate.Drain, false, startsAt)
+	resolved.Status = "resolved"
+	code, results := post(t, r.url, payload(t, resolved), postOpts{})
+	if code != http.StatusOK || len(results) != 1 || results[0].Decision != webhook.Skipped {
+		t.Fatalf("resolved alert: %d %+v", code, results)
+	}
+	r.waitMetric("withdrawal counted", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "skipped"}, 1)
+
+	c.startMaintenance(a)
+	c.finishMaintenance(a)
+	c.waitNode(a, "first node uncordoned", func(n *corev1.Node) error {
+		if n.Spec.Unschedulable {
+			return fmt.Errorf("still cordoned")
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the withdrawn alert would be acted on within this; the check does not depend on speed
+	if st := nodestate.Read(c.get(b)); st.Phase != "" || c.get(b).Spec.Unschedulable {
+		t.Errorf("withdrawn work was done: state %q", st.Phase)
 	}
 }

@@ -97,7 +97,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripNode))
+	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(nodeStripper(opts.Config)))
 	e := &Executor{
 		logger:   logger,
 		opts:     opts,

@@ -47,7 +47,7 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 	e.metrics.inProgress.set(name, rec.Action, rec.Active())
 	if needsAttention(node) {
 		if e.dryRun {
-			e.logger.Info("dry run: leaving unfinished work on the node as it is", "node", name, "action", rec.Action, "state", rec.Phase)
+			e.logger.Debug("dry run: leaving unfinished work on the node as it is", "node", name, "action", rec.Action, "state", rec.Phase)
 			return 0, nil
 		}
 		return 0, e.advance(ctx, node, rec)

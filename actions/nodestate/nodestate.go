@@ -4,6 +4,7 @@
 package nodestate
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,8 +111,11 @@ func Read(node *corev1.Node) Record {
 }
 
 // Active reports work in progress: claimed and not yet done or failed.
-func (r Record) Active() bool {
-	switch r.Phase {
+func (r Record) Active() bool { return r.Phase.Active() }
+
+// Active reports a phase of work in progress.
+func (p Phase) Active() bool {
+	switch p {
 	case Accepted, Draining, MaintenanceRequested:
 		return true
 	}
@@ -163,9 +167,15 @@ func Ready(node *corev1.Node) bool {
 	return false
 }
 
+// Labels are the GKE node labels this package reads.
+var Labels = []string{nodes.LabelActiveNodeMaintenance, nodes.LabelPerformMaintenance, nodes.LabelScheduledMaintenanceTime}
+
+// OwnAnnotation reports whether an annotation key is one of this service's.
+func OwnAnnotation(key string) bool { return strings.HasPrefix(key, Prefix) }
+
 // Disrupted reports a node that counts against disruption budgets: cordoned, in GKE maintenance, perform-maintenance
 // requested, not Ready, or being acted on by this service.
 func Disrupted(node *corev1.Node) bool {
 	return node.Spec.Unschedulable || InMaintenance(node) || PerformMaintenanceRequested(node) || !Ready(node) ||
-		Read(node).Active()
+		Phase(node.Annotations[AnnotationState]).Active()
 }
