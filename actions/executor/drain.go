@@ -127,7 +127,7 @@ func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodestate
 	if err != nil {
 		return fmt.Errorf("recording drain done: %w", err)
 	}
-	e.succeeded(node, rec)
+	e.succeeded(rec)
 	e.metrics.inProgress.set(node.Name, "", false)
 	msg := "drained"
 	if rec.CordonedBy != "" {

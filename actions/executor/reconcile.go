@@ -24,6 +24,7 @@ const (
 	reasonDrainStarted         = "DisruptionDrainStarted"
 	reasonDrainSucceeded       = "DisruptionDrainSucceeded"
 	reasonDrainFailed          = "DisruptionDrainFailed"
+	reasonActionFailed         = "DisruptionActionFailed"
 	reasonMaintenanceRequested = "DisruptionMaintenanceRequested"
 	reasonMaintenanceFinished  = "DisruptionMaintenanceFinished"
 )
@@ -189,7 +190,7 @@ func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, re
 	if err != nil {
 		return fmt.Errorf("requesting maintenance: %w", err)
 	}
-	e.succeeded(node, rec)
+	e.succeeded(rec)
 	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts the scheduled maintenance", nodes.LabelPerformMaintenance)
 	e.logger.Info("maintenance requested", "node", node.Name)
 	return nil
@@ -217,13 +218,17 @@ func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodestate.Re
 	e.metrics.actions.WithLabelValues(string(rec.Action), resultFailed).Inc()
 	e.observeDuration(rec)
 	e.metrics.inProgress.set(node.Name, "", false)
-	e.event(node, corev1.EventTypeWarning, reasonDrainFailed, "%s failed: %s%s", rec.Action, reason, uncordoned)
+	eventReason := reasonActionFailed
+	if rec.Phase == nodestate.Draining {
+		eventReason = reasonDrainFailed
+	}
+	e.event(node, corev1.EventTypeWarning, eventReason, "%s failed: %s%s", rec.Action, reason, uncordoned)
 	e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", reason, "uncordoned", uncordoned != "")
 	return nil
 }
 
 // succeeded counts an action whose own part is complete (pods evicted, or maintenance requested).
-func (e *Executor) succeeded(node *corev1.Node, rec nodestate.Record) {
+func (e *Executor) succeeded(rec nodestate.Record) {
 	e.metrics.actions.WithLabelValues(string(rec.Action), resultSucceeded).Inc()
 	e.observeDuration(rec)
 }
