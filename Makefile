@@ -57,3 +57,10 @@ image:
 		--build-arg BRANCH=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null) \
 		--tag $(IMAGE):$(VERSION) \
 		--output type=image,push=$(IMAGE_PUSH) .
+
+# demo runs the whole product against simulated GKE on this machine: a day of maintenance, a failing GPU, a TPU
+# slice and Spot preemptions in five minutes, with a live summary. Ctrl-C stops it and removes its files.
+.PHONY: demo
+demo: build
+	$(GO) build -o bin/gkesim ./cmd/gkesim
+	./bin/gkesim demo --exporter=bin/$(BINARY)

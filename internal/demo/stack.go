@@ -1,0 +1,411 @@
+// Package demo runs the whole product on one machine against simulated GKE: etcd and kube-apiserver, the GKE
+// lifecycle driver with the metadata and Cloud Monitoring simulators, the cluster exporter, a node agent per node,
+// Prometheus with the mixin's rules, Alertmanager and the actions service. `make demo` shows it with a live summary;
+// the end-to-end tests run the same stack on free ports.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
+)
+
+// Ports are the loopback ports of the stack's components; zero picks a free one. NodeAgents and Metadata are the
+// first of consecutive ports, one per node.
+type Ports struct {
+	Etcd, EtcdPeer, APIServer int
+	Prometheus, Alertmanager  int
+	Cluster, Actions          int
+	Monitoring                int
+	NodeAgents, Metadata      int
+}
+
+// DefaultPorts are the demo's ports: the commands' own defaults where one of each runs, and ranges nearby.
+var DefaultPorts = Ports{
+	Etcd: 12379, EtcdPeer: 12380, APIServer: 16443,
+	Prometheus: 9090, Alertmanager: 9093,
+	Cluster: 9842, Actions: 9844,
+	Monitoring: 9940,
+	NodeAgents: 9850, Metadata: 9950,
+}
+
+// Kube is an API server the stack uses instead of starting its own.
+type Kube struct {
+	Client     kubernetes.Interface
+	Kubeconfig string
+}
+
+// Options configure a Stack.
+type Options struct {
+	Scenario *driver.Scenario
+	// Exporter is the path of the gke-disruption-exporter binary.
+	Exporter string
+	// PolicyFile is the actions service's policy; AlertmanagerFile the Alertmanager configuration, whose actions
+	// webhook is pointed at this stack's actions service.
+	PolicyFile, AlertmanagerFile string
+	// Rules renders the mixin; its TimeScale defaults to the scenario's.
+	Rules RuleConfig
+	// Interval is Prometheus' scrape and evaluation interval and the Cloud Monitoring collector's listing interval.
+	Interval time.Duration
+	// Kube, when set, is used instead of starting etcd and kube-apiserver.
+	Kube  *Kube
+	Ports Ports
+	// Dir holds configuration, data and logs (logs/NAME.log); it is created and removed by Close.
+	Dir    string
+	Logger *slog.Logger
+}
+
+// Stack is the running product with its simulators.
+type Stack struct {
+	Driver *driver.Driver
+	Client kubernetes.Interface
+	// Addresses of the HTTP endpoints (host:port).
+	Prometheus, Alertmanager, Cluster, Actions, Monitoring string
+	// NodeAgents and Metadata are the node agents' and the metadata servers' addresses by node name.
+	NodeAgents, Metadata map[string]string
+	// ActionsAuth is the basic auth the actions service requires.
+	ActionsAuth basicAuth
+	// APIServer is the API server's URL; Kubeconfig a kubeconfig file for it.
+	APIServer, Kubeconfig string
+	// LogDir holds one log file per component.
+	LogDir string
+
+	opts      Options
+	apiserver *localenv.APIServer
+	monitor   *monitoring.Server
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	processes []*process
+	driverErr chan error
+}
+
+// Start starts every component and waits until each is ready. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if opts.Scenario == nil || opts.Exporter == "" || opts.PolicyFile == "" || opts.AlertmanagerFile == "" {
+		return nil, errors.New("a scenario, the exporter binary, a policy file and an Alertmanager configuration are required")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Rules.TimeScale == 0 {
+		opts.Rules.TimeScale = opts.Scenario.TimeScale
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{opts: opts, LogDir: filepath.Join(opts.Dir, "logs"), NodeAgents: map[string]string{},
+		Metadata: map[string]string{}, driverErr: make(chan error, 1)}
+	if err := os.MkdirAll(s.LogDir, 0o755); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.startKube(opts); err != nil {
+		return nil, err
+	}
+	if err := s.startSimulators(runCtx, opts); err != nil {
+		return nil, err
+	}
+	if err := s.startExporters(ctx, opts); err != nil {
+		return nil, err
+	}
+	if err := s.startPrometheusAndAlertmanager(ctx, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) startKube(opts Options) error {
+	if opts.Kube != nil {
+		s.Client, s.Kubeconfig = opts.Kube.Client, opts.Kube.Kubeconfig
+		return nil
+	}
+	opts.Logger.Info("starting etcd and kube-apiserver (built on first use: several minutes)")
+	api, err := localenv.StartAPIServer(localenv.APIServerOptions{
+		Port: opts.Ports.APIServer, EtcdPort: opts.Ports.Etcd, EtcdPeerPort: opts.Ports.EtcdPeer})
+	if err != nil {
+		return err
+	}
+	s.apiserver = api
+	s.Client, s.Kubeconfig, s.APIServer = api.Client, api.Kubeconfig, api.Config.Host
+	return nil
+}
+
+// startSimulators starts the Cloud Monitoring simulator, one metadata server per node, and the driver, and waits
+// until the driver has registered the cluster.
+func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
+	// Points are sampled and published once per listing interval, as GKE samples once per collector interval.
+	s.monitor = monitoring.New(monitoring.Options{SamplePeriod: opts.Interval, Delay: opts.Interval})
+	addr, err := s.monitor.Start(loopback(opts.Ports.Monitoring))
+	if err != nil {
+		return fmt.Errorf("starting the Cloud Monitoring simulator: %w", err)
+	}
+	s.Monitoring = addr
+	d, err := driver.New(opts.Logger.With("component", "gke"), driver.Options{
+		Client: s.Client, Scenario: opts.Scenario, Monitoring: s.monitor})
+	if err != nil {
+		return err
+	}
+	s.Driver = d
+	for i, n := range d.Nodes() {
+		l, err := net.Listen("tcp", loopback(offset(opts.Ports.Metadata, i)))
+		if err != nil {
+			return fmt.Errorf("metadata server of %s: %w", n.Name, err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = n.Metadata.Serve(ctx, l) // ends when ctx does
+		}()
+		s.Metadata[n.Name] = l.Addr().String()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.driverErr <- d.Run(ctx)
+	}()
+	select {
+	case <-d.Started():
+		return nil
+	case err := <-s.driverErr:
+		return fmt.Errorf("GKE driver: %w", err)
+	case <-time.After(2 * time.Minute):
+		return errors.New("the GKE driver did not register the cluster within 2 minutes")
+	}
+}
+
+// startExporters starts the cluster exporter, a node agent per node (each reading its node's metadata server) and
+// the actions service, and waits until all are ready.
+func (s *Stack) startExporters(ctx context.Context, opts Options) error {
+	actionsAddr, err := listenAddress(opts.Ports.Actions)
+	if err != nil {
+		return err
+	}
+	am, err := pointAlertmanagerAt(opts.AlertmanagerFile, "http://"+actionsAddr+"/webhook")
+	if err != nil {
+		return err
+	}
+	s.ActionsAuth = am.auth
+	webCfg, err := webConfig(am.auth)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{"alertmanager.yml": am.content, "actions-web-config.yml": webCfg}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(opts.Dir, name), content, 0o600); err != nil {
+			return err
+		}
+	}
+
+	type ready struct {
+		p    *process
+		url  string
+		auth *basicAuth
+	}
+	var waits []ready
+	run := func(name, addr string, env []string, args ...string) error {
+		p, err := startProcess(name, s.LogDir, opts.Exporter, env, append(args, "--web.listen-address="+addr)...)
+		if err != nil {
+			return err
+		}
+		s.processes = append(s.processes, p)
+		w := ready{p: p, url: "http://" + addr + "/-/ready"}
+		if name == "actions" {
+			w.auth = &s.ActionsAuth
+		}
+		waits = append(waits, w)
+		return nil
+	}
+
+	s.Cluster, err = listenAddress(opts.Ports.Cluster)
+	if err != nil {
+		return err
+	}
+	sc := opts.Scenario
+	if err := run("cluster", s.Cluster, nil, "cluster",
+		"--kubeconfig="+s.Kubeconfig,
+		"--cloudmonitoring.project="+sc.Cluster.Project,
+		"--cloudmonitoring.endpoint="+s.Monitoring,
+		"--cloudmonitoring.insecure",
+		"--cloudmonitoring.interval="+opts.Interval.String(),
+		"--cloudmonitoring.lookback="+(30*opts.Interval).String(),
+	); err != nil {
+		return err
+	}
+	for i, n := range s.Driver.Nodes() {
+		addr, err := listenAddress(offset(opts.Ports.NodeAgents, i))
+		if err != nil {
+			return err
+		}
+		s.NodeAgents[n.Name] = addr
+		if err := run("node-"+n.Name, addr, []string{"GCE_METADATA_HOST=" + s.Metadata[n.Name]}, "node",
+			"--node.name="+n.Name); err != nil {
+			return err
+		}
+	}
+	s.Actions = actionsAddr
+	if err := run("actions", s.Actions, nil, "actions",
+		"--kubeconfig="+s.Kubeconfig,
+		"--config.file="+opts.PolicyFile,
+		"--web.config.file="+filepath.Join(opts.Dir, "actions-web-config.yml"),
+	); err != nil {
+		return err
+	}
+	for _, w := range waits {
+		if err := w.p.waitReady(ctx, w.url, w.auth, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startPrometheusAndAlertmanager builds them on first use, renders the rules and starts both.
+func (s *Stack) startPrometheusAndAlertmanager(ctx context.Context, opts Options) error {
+	promBin, err := localenv.Tool("prometheus")
+	if err != nil {
+		return err
+	}
+	amBin, err := localenv.Tool("alertmanager")
+	if err != nil {
+		return err
+	}
+	if s.Alertmanager, err = listenAddress(opts.Ports.Alertmanager); err != nil {
+		return err
+	}
+	if s.Prometheus, err = listenAddress(opts.Ports.Prometheus); err != nil {
+		return err
+	}
+	ruleFile := filepath.Join(opts.Dir, "rules.yaml")
+	if err := RenderRules(ruleFile, opts.Rules); err != nil {
+		return err
+	}
+	params := prometheusParams{
+		Interval:     opts.Interval,
+		RuleFile:     ruleFile,
+		Alertmanager: s.Alertmanager,
+		Cluster:      s.Cluster,
+		Actions:      s.Actions,
+		ActionsAuth:  s.ActionsAuth,
+	}
+	for _, n := range s.Driver.Nodes() {
+		params.NodeAgents = append(params.NodeAgents, nodeTarget{Address: s.NodeAgents[n.Name], Node: n.Name})
+	}
+	promConfig, err := prometheusConfig(params)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(opts.Dir, "prometheus.yml"), promConfig, 0o600); err != nil {
+		return err
+	}
+
+	am, err := startProcess("alertmanager", s.LogDir, amBin, nil,
+		"--config.file="+filepath.Join(opts.Dir, "alertmanager.yml"),
+		"--storage.path="+filepath.Join(opts.Dir, "alertmanager"),
+		"--web.listen-address="+s.Alertmanager,
+		"--cluster.listen-address=", // a single Alertmanager: no gossip port
+	)
+	if err != nil {
+		return err
+	}
+	s.processes = append(s.processes, am)
+	prom, err := startProcess("prometheus", s.LogDir, promBin, nil,
+		"--config.file="+filepath.Join(opts.Dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(opts.Dir, "prometheus"),
+		"--web.listen-address="+s.Prometheus,
+	)
+	if err != nil {
+		return err
+	}
+	s.processes = append(s.processes, prom)
+	if err := am.waitReady(ctx, "http://"+s.Alertmanager+"/-/ready", nil, time.Minute); err != nil {
+		return err
+	}
+	return prom.waitReady(ctx, "http://"+s.Prometheus+"/-/ready", nil, time.Minute)
+}
+
+// Close stops every component, the simulators and the driver, and removes Dir.
+func (s *Stack) Close() {
+	for i := len(s.processes) - 1; i >= 0; i-- {
+		s.processes[i].stop()
+	}
+	s.cancel()
+	s.wg.Wait()
+	if s.monitor != nil {
+		s.monitor.Close()
+	}
+	if s.apiserver != nil {
+		s.apiserver.Stop()
+	}
+	os.RemoveAll(s.opts.Dir)
+}
+
+// Exited names a component process that has stopped on its own, with the end of its log, or returns "".
+func (s *Stack) Exited() string {
+	for _, p := range s.processes {
+		if p.exited() {
+			return fmt.Sprintf("%s exited (%v); log %s:\n%s", p.name, p.err, p.logPath, p.logTail())
+		}
+	}
+	return ""
+}
+
+// ActionsRequest is an authenticated request to the actions service.
+func (s *Stack) ActionsRequest(ctx context.Context, method, path string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+s.Actions+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(s.ActionsAuth.Username, s.ActionsAuth.Password)
+	return req, nil
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// offset is the i-th of consecutive ports from base; a zero base stays zero (a free port).
+func offset(base, i int) int {
+	if base == 0 {
+		return 0
+	}
+	return base + i
+}
+
+// listenAddress is the loopback address with port, or with a port free now when port is zero. The component binds
+// it a moment later; nothing else on the machine is expected to take it in between.
+func listenAddress(port int) (string, error) {
+	if port != 0 {
+		return loopback(port), nil
+	}
+	p, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return loopback(p), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,163 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
+)
+
+// Summary is what the demo shows while the story runs.
+type Summary struct {
+	GKE driver.Status
+	// Firing counts firing alerts by name.
+	Firing map[string]int
+	// Actions counts the actions service's actions by "action result".
+	Actions map[string]int
+	// Nodes are the Node objects by name.
+	Nodes map[string]corev1.Node
+	// Problems are what could not be read.
+	Problems []string
+}
+
+// Prometheus is a client of the stack's Prometheus API.
+func (s *Stack) PrometheusAPI() (promv1.API, error) {
+	client, err := api.NewClient(api.Config{Address: "http://" + s.Prometheus})
+	if err != nil {
+		return nil, err
+	}
+	return promv1.NewAPI(client), nil
+}
+
+// Summarize reads the driver's status, the firing alerts and the actions taken from Prometheus, and the nodes.
+func (s *Stack) Summarize(ctx context.Context) Summary {
+	sum := Summary{GKE: s.Driver.Status(), Firing: map[string]int{}, Actions: map[string]int{}, Nodes: map[string]corev1.Node{}}
+	prom, err := s.PrometheusAPI()
+	if err != nil {
+		sum.Problems = append(sum.Problems, err.Error())
+		return sum
+	}
+	if alerts, err := prom.Alerts(ctx); err != nil {
+		sum.Problems = append(sum.Problems, "Prometheus alerts: "+err.Error())
+	} else {
+		for _, a := range alerts.Alerts {
+			if a.State == promv1.AlertStateFiring {
+				sum.Firing[string(a.Labels[model.AlertNameLabel])]++
+			}
+		}
+	}
+	v, _, _, err := prom.Query(ctx, `sum by (action, result) (gke_disruption_actions_total)`, time.Now())
+	if err != nil {
+		sum.Problems = append(sum.Problems, "Prometheus query: "+err.Error())
+	} else if vec, ok := v.(model.Vector); ok {
+		for _, smp := range vec {
+			if smp.Value > 0 {
+				sum.Actions[string(smp.Metric["action"])+" "+string(smp.Metric["result"])] = int(smp.Value)
+			}
+		}
+	}
+	nodes, err := s.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		sum.Problems = append(sum.Problems, "nodes: "+err.Error())
+	} else {
+		for _, n := range nodes.Items {
+			sum.Nodes[n.Name] = n
+		}
+	}
+	return sum
+}
+
+// Render writes the summary as one screen.
+func (sum Summary) Render(w io.Writer, scale float64) {
+	story := sum.GKE.Story
+	fmt.Fprintf(w, "Story time %s (%.0fx)   events to come: %d\n\n", clock(story), scale, sum.GKE.EventsLeft)
+	cordoned := 0
+	for _, n := range sum.Nodes {
+		if n.Spec.Unschedulable {
+			cordoned++
+		}
+	}
+	fmt.Fprintf(w, "Nodes: %d   maintenance scheduled: %d   in maintenance: %d   maintained: %d   preempted: %d   cordoned: %d\n",
+		len(sum.GKE.Nodes), sum.GKE.Scheduled, sum.GKE.InMaintenance, sum.GKE.Maintained, sum.GKE.Preempted+sum.GKE.Preempting, cordoned)
+	fmt.Fprintf(w, "Alerts firing: %s\n", counts(sum.Firing))
+	fmt.Fprintf(w, "Actions taken: %s\n\n", counts(sum.Actions))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPOOL\tGKE\tACTIONS SERVICE\tNODE STATE")
+	for _, ns := range sum.GKE.Nodes {
+		gke := ns.Phase
+		if gke == "" {
+			gke = "-"
+		}
+		if ns.Phase == "scheduled" {
+			gke += " for " + ns.WindowStart.Local().Format("15:04:05")
+		}
+		n := sum.Nodes[ns.Name]
+		action := "-"
+		if a := n.Annotations[nodestate.AnnotationAction]; a != "" {
+			action = a + ": " + n.Annotations[nodestate.AnnotationState]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ns.Name, ns.Pool, gke, action, nodeState(n))
+	}
+	tw.Flush()
+	for _, p := range sum.Problems {
+		fmt.Fprintln(w, "!", p)
+	}
+}
+
+// nodeState is what kubectl get nodes would show, plus GKE's maintenance state.
+func nodeState(n corev1.Node) string {
+	var parts []string
+	ready := "NotReady"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = "Ready"
+		}
+	}
+	parts = append(parts, ready)
+	if n.Spec.Unschedulable {
+		parts = append(parts, "SchedulingDisabled")
+	}
+	if s := n.Labels[driver.LabelActiveMaintenance]; s != "" {
+		parts = append(parts, "maintenance="+s)
+	}
+	if n.Labels[driver.LabelPerformMaintenance] == "true" {
+		parts = append(parts, "perform-maintenance")
+	}
+	return strings.Join(parts, ",")
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// clock shows a story duration as day and time of day.
+func clock(d time.Duration) string {
+	days := int(d / (24 * time.Hour))
+	rest := d % (24 * time.Hour)
+	return fmt.Sprintf("day %d %02d:%02d", days+1, int(rest/time.Hour), int(rest%time.Hour/time.Minute))
+}
