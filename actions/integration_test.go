@@ -27,6 +27,7 @@ func TestActions(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	kl := startKubelet(t, api.Client)
 	t.Run("PerformMaintenance", func(t *testing.T) { testPerformMaintenance(t, api, kl) })
+	t.Run("PerformMaintenanceNoLongerScheduled", func(t *testing.T) { testNoLongerScheduled(t, api, kl) })
 	t.Run("PerformMaintenanceNotReschedulable", func(t *testing.T) { testNotReschedulable(t, api) })
 	t.Run("DrainGraceCapsDaemonSetsAndSelf", func(t *testing.T) { testDrain(t, api, kl) })
 	t.Run("DrainBlockedByPDB", func(t *testing.T) { testDrainBlockedByPDB(t, api) })
@@ -456,4 +457,38 @@ func testResolvedWithdrawsWaiting(t *testing.T, api *testenv.APIServer) {
 	if st := nodestate.Read(c.get(b)); st.Phase != "" || c.get(b).Spec.Unschedulable {
 		t.Errorf("withdrawn work was done: state %q", st.Phase)
 	}
+}
+
+// testNoLongerScheduled: the maintenance the node was claimed for happens (or moves) while the node drains first;
+// the service must not request maintenance afterwards, and lifts its cordon.
+func testNoLongerScheduled(t *testing.T, api *testenv.APIServer, kl *kubelet) {
+	c := newCluster(t, api)
+	pool := unique("moved")
+	ns := api.Namespace("moved")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+	c.pod(ns, "slow", node, grace(30))
+	kl.setPaused(true)
+	defer kl.setPaused(false)
+	r := startReplica(t, api, poolPolicy(pool, "performMaintenance: {drainFirst: true}\n"), replicaOpts{})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
+	waitTerminating(t, api, ns, "slow")
+	c.updateNode(node, "GKE moving the maintenance", func(n *corev1.Node) { n.Labels[nodes.LabelScheduledMaintenanceTime] = "1760000000" })
+	kl.setPaused(false)
+
+	n := c.waitNode(node, "done without a request, uncordoned", func(n *corev1.Node) error {
+		if err := inState(nodestate.Done)(n); err != nil {
+			return err
+		}
+		if n.Spec.Unschedulable {
+			return fmt.Errorf("still cordoned")
+		}
+		return nil
+	})
+	if _, ok := n.Labels[nodes.LabelPerformMaintenance]; ok {
+		t.Errorf("maintenance requested for an event that moved: %v", n.Labels)
+	}
+	c.waitEvent(node, "DisruptionMaintenanceNotRequested")
+	r.waitMetric("counted as skipped", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "skipped"}, 1)
 }

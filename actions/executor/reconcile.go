@@ -17,16 +17,17 @@ import (
 
 // Event reasons on nodes.
 const (
-	reasonAccepted             = "DisruptionActionAccepted"
-	reasonWaiting              = "DisruptionActionWaiting"
-	reasonRefused              = "DisruptionActionRefused"
-	reasonDryRun               = "DisruptionActionDryRun"
-	reasonDrainStarted         = "DisruptionDrainStarted"
-	reasonDrainSucceeded       = "DisruptionDrainSucceeded"
-	reasonDrainFailed          = "DisruptionDrainFailed"
-	reasonActionFailed         = "DisruptionActionFailed"
-	reasonMaintenanceRequested = "DisruptionMaintenanceRequested"
-	reasonMaintenanceFinished  = "DisruptionMaintenanceFinished"
+	reasonAccepted                = "DisruptionActionAccepted"
+	reasonWaiting                 = "DisruptionActionWaiting"
+	reasonRefused                 = "DisruptionActionRefused"
+	reasonDryRun                  = "DisruptionActionDryRun"
+	reasonDrainStarted            = "DisruptionDrainStarted"
+	reasonDrainSucceeded          = "DisruptionDrainSucceeded"
+	reasonDrainFailed             = "DisruptionDrainFailed"
+	reasonActionFailed            = "DisruptionActionFailed"
+	reasonMaintenanceRequested    = "DisruptionMaintenanceRequested"
+	reasonMaintenanceNotRequested = "DisruptionMaintenanceNotRequested"
+	reasonMaintenanceFinished     = "DisruptionMaintenanceFinished"
 )
 
 // reconcile moves one node on: it re-reads the node from the API (alerts and the cache are only hints), advances
@@ -180,8 +181,26 @@ func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance.
+// requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. If the maintenance the
+// node was claimed for is no longer scheduled (it happened or moved during the drain), nothing is requested: the
+// label would ask for a different event, or stay on the node for ever.
 func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+	if v, ok := nodestate.ScheduledMaintenance(node); !ok || (rec.ScheduledMaintenance != "" && v != rec.ScheduledMaintenance) {
+		reason := fmt.Sprintf("the maintenance scheduled at %s is no longer pending; not requested", rec.ScheduledMaintenance)
+		_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+			nodestate.AnnotationState:      string(nodestate.Done),
+			nodestate.AnnotationReason:     reason,
+			nodestate.AnnotationFinishedAt: nodestate.FormatTime(time.Now()),
+		}})
+		if err != nil {
+			return fmt.Errorf("recording maintenance not requested: %w", err)
+		}
+		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
+		e.metrics.inProgress.set(node.Name, "", false)
+		e.event(node, corev1.EventTypeNormal, reasonMaintenanceNotRequested, "%s", reason)
+		e.logger.Info("maintenance not requested", "node", node.Name, "reason", reason)
+		return nil
+	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
 		labels:          map[string]any{nodes.LabelPerformMaintenance: "true"},
