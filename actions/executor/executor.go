@@ -129,9 +129,6 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	return e, nil
 }
 
-// DryRun reports whether the executor only pretends.
-func (e *Executor) DryRun() bool { return e.dryRun }
-
 // Run watches nodes until ctx ends.
 func (e *Executor) Run(ctx context.Context) {
 	e.factory.Start(ctx.Done())
