@@ -122,8 +122,9 @@ func (p Phase) Active() bool {
 	return false
 }
 
-// FormatTime is the annotations' time format.
-func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+// FormatTime is the annotations' time format. It keeps fractions of a second: an alert's startsAt has them, and a
+// repeat of the alert must compare equal to the startsAt recorded from it.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)

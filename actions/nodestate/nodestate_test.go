@@ -47,3 +47,15 @@ func TestParseAction(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerStartsAtKeepsFractions: Prometheus' startsAt has fractions of a second; a repeat of the same alert must
+// not read as a newer one.
+func TestTriggerStartsAtKeepsFractions(t *testing.T) {
+	startsAt := time.Date(2025, 6, 7, 10, 0, 0, 123456789, time.UTC)
+	r := Read(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		AnnotationTriggerStartsAt: FormatTime(startsAt),
+	}}})
+	if startsAt.After(r.TriggerStartsAt) {
+		t.Errorf("recorded %v reads as earlier than the alert's startsAt %v", r.TriggerStartsAt, startsAt)
+	}
+}
