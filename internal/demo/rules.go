@@ -3,9 +3,11 @@ package demo
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/google/go-jsonnet"
 
@@ -20,6 +22,9 @@ type RuleConfig struct {
 	TimeScale float64
 	// Config overrides settings of the mixin's _config (mixin/config.libsonnet), durations in story time.
 	Config map[string]any
+	// MinFor is the shortest `for` an alert keeps after scaling (default 1s). A few scrape intervals keep a
+	// single failed scrape from ending an alert and starting it again as a new episode.
+	MinFor time.Duration
 }
 
 // ruleSnippet renders the recording and alerting rules of the mixin with the overrides and the time scale.
@@ -27,6 +32,7 @@ const ruleSnippet = `
 local utils = import 'lib/utils.libsonnet';
 local scale = std.extVar('scale');
 local wall(d) = '%ds' % std.max(1, std.ceil(utils.seconds(d) / scale));
+local forWall(d) = '%ds' % std.max(std.extVar('minFor'), std.ceil(utils.seconds(d) / scale));
 local base = (import 'mixin.libsonnet') + { _config+:: std.extVar('config') };
 local c = base._config;
 // The stuck threshold is the alert's 'for', scaled with all the others below.
@@ -35,7 +41,7 @@ local mixin = base + { _config+:: {
   drainLeadTime: wall(c.drainLeadTime),
 } };
 local scaleFor(groups) = [
-  g { rules: [if std.objectHas(r, 'for') then r { 'for': wall(r['for']) } else r for r in g.rules] }
+  g { rules: [if std.objectHas(r, 'for') then r { 'for': forWall(r['for']) } else r for r in g.rules] }
   for g in groups
 ];
 { groups: mixin.prometheusRules.groups + scaleFor(mixin.prometheusAlerts.groups) }
@@ -59,6 +65,7 @@ func RenderRules(path string, cfg RuleConfig) error {
 	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(localenv.RepoRoot(), "mixin")}})
 	vm.ExtCode("scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
 	vm.ExtCode("config", string(overrides))
+	vm.ExtCode("minFor", strconv.Itoa(max(1, int(math.Ceil(cfg.MinFor.Seconds())))))
 	out, err := vm.EvaluateAnonymousSnippet("demo-rules.jsonnet", ruleSnippet)
 	if err != nil {
 		return fmt.Errorf("rendering the mixin's rules: %w", err)

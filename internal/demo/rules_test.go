@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
@@ -54,6 +55,13 @@ func TestRenderRulesScalesTime(t *testing.T) {
 	}
 	if _, ok := rules["node:gke_node_maintenance_start_timestamp_seconds:min"]; !ok {
 		t.Error("recording rules missing")
+	}
+	floored := renderRules(t, RuleConfig{TimeScale: 300, MinFor: 3 * time.Second})
+	if got := floored["GKENodeMaintenanceScheduled"].For.String(); got != "3s" {
+		t.Errorf("for %s, want the 3s floor", got)
+	}
+	if got := floored["GKENodeMaintenanceStuck"].For.String(); got != "24s" {
+		t.Errorf("for %s above the floor changed: want 24s", got)
 	}
 }
 

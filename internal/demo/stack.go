@@ -104,6 +104,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Rules.TimeScale == 0 {
 		opts.Rules.TimeScale = opts.Scenario.TimeScale
 	}
+	if opts.Rules.MinFor == 0 {
+		opts.Rules.MinFor = 3 * opts.Interval
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
