@@ -81,8 +81,12 @@ func (s *Stack) Summarize(ctx context.Context) Summary {
 
 // Render writes the summary as one screen.
 func (sum Summary) Render(w io.Writer, scale float64) {
-	story := sum.GKE.Story
-	fmt.Fprintf(w, "Story time %s (%.0fx)   events to come: %d\n\n", clock(story), scale, sum.GKE.EventsLeft)
+	g := sum.GKE
+	fmt.Fprintf(w, "Story time %s (%.0fx)   events to come: %d", clock(g.Story), scale, g.EventsLeft)
+	if g.EventsLeft == 0 && g.Scheduled+g.InMaintenance+g.Preempting == 0 {
+		fmt.Fprint(w, "   the story is over: Ctrl-C stops the demo")
+	}
+	fmt.Fprint(w, "\n\n")
 	cordoned := 0
 	for _, n := range sum.Nodes {
 		if n.Spec.Unschedulable {

@@ -1,0 +1,58 @@
+package demo
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
+)
+
+func TestSummaryRender(t *testing.T) {
+	sum := Summary{
+		GKE: driver.Status{Story: 26*time.Hour + 30*time.Minute, Scheduled: 1, InMaintenance: 1, Maintained: 2, Preempted: 1,
+			EventsLeft: 3, Nodes: []driver.NodeStatus{
+				{Name: "gke-a", Pool: "l4", Phase: "evicting-workloads"},
+				{Name: "gke-b", Pool: "l4"},
+			}},
+		Firing:  map[string]int{"GKESpotNodePreempted": 1, "GKENodeMaintenanceInProgress": 2},
+		Actions: map[string]int{"perform-maintenance succeeded": 2},
+		Nodes: map[string]corev1.Node{
+			"gke-a": {
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      map[string]string{driver.LabelActiveMaintenance: "ONGOING", driver.LabelPerformMaintenance: "true"},
+					Annotations: map[string]string{nodestate.AnnotationAction: "perform-maintenance", nodestate.AnnotationState: "maintenance-requested"},
+				},
+				Spec: corev1.NodeSpec{Unschedulable: true},
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+			},
+		},
+		Problems: []string{"Prometheus alerts: connection refused"},
+	}
+	var b strings.Builder
+	sum.Render(&b, 288)
+	out := b.String()
+	for _, want := range []string{
+		"Story time day 2 02:30 (288x)   events to come: 3\n",
+		"maintenance scheduled: 1   in maintenance: 1   maintained: 2   preempted: 1   cordoned: 1",
+		"Alerts firing: GKENodeMaintenanceInProgress 2, GKESpotNodePreempted 1",
+		"Actions taken: perform-maintenance succeeded 2",
+		"perform-maintenance: maintenance-requested  Ready,SchedulingDisabled,maintenance=ONGOING,perform-maintenance",
+		"gke-b  l4    -                   -                                           NotReady",
+		"! Prometheus alerts: connection refused",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	sum.GKE = driver.Status{Story: time.Hour}
+	b.Reset()
+	sum.Render(&b, 288)
+	if !strings.Contains(b.String(), "the story is over") {
+		t.Errorf("no end of story:\n%s", b.String())
+	}
+}
