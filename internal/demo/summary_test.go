@@ -27,7 +27,7 @@ func TestSummaryRender(t *testing.T) {
 					Labels:      map[string]string{driver.LabelActiveMaintenance: "ONGOING", driver.LabelPerformMaintenance: "true"},
 					Annotations: map[string]string{nodestate.AnnotationAction: "perform-maintenance", nodestate.AnnotationState: "maintenance-requested"},
 				},
-				Spec: corev1.NodeSpec{Unschedulable: true},
+				Spec:   corev1.NodeSpec{Unschedulable: true},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 			},
 		},
