@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
 )
 
 // process is a component running as its own program, logging to a file.
@@ -31,8 +33,7 @@ func startProcess(name, logDir, bin string, env []string, args ...string) (*proc
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Die with the demo or the test, even when it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = localenv.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

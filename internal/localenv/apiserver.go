@@ -202,8 +202,7 @@ func (s *APIServer) Stop() {
 func (s *APIServer) command(bin string, args ...string) *process {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
-	// Die with the process that started it, even if that one is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = ChildProcAttr()
 	return &process{cmd: cmd, done: make(chan struct{})}
 }
 
