@@ -38,7 +38,7 @@ func main() {
 	kubeconfig := runCmd.Flag("kubeconfig", "Path to a kubeconfig file (default: in-cluster, then $KUBECONFIG).").String()
 	monitoringAddr := runCmd.Flag("monitoring.listen-address", "Address of the Cloud Monitoring simulator (gRPC).").
 		Default("127.0.0.1:9940").String()
-	metadataPort := runCmd.Flag("metadata.base-port", "Port of the first node's metadata server; the others follow.").
+	metadataPort := runCmd.Flag("metadata.base-port", "Port of the first node's metadata server; the others follow (0: any free ports).").
 		Default("9950").Int()
 	samplePeriod := runCmd.Flag("monitoring.sample-period", "Sampling period of the interruption metrics (GKE: 60s).").
 		Default("10s").Duration()
@@ -104,7 +104,11 @@ func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconf
 		addr, addr, sc.Cluster.Project)
 	fmt.Fprintln(tw, "NODE\tPOOL\tGCE_METADATA_HOST")
 	for i, n := range d.Nodes() {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(metadataPort+i)))
+		port := 0
+		if metadataPort != 0 {
+			port = metadataPort + i
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			return fmt.Errorf("metadata server of %s: %w", n.Name, err)
 		}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+)
+
+const runScenario = `
+cluster: {project: p, location: europe-west4, name: try}
+nodePools:
+  - {name: gpu, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 2}
+events:
+  - {at: 0s, maintenance: {nodePool: gpu, nodes: [1], windowStartsIn: 1h, canReschedule: true}}
+`
+
+// TestRun plays a scenario file on an API server with the built command and reads a node's metadata server at the
+// address it prints.
+func TestRun(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gkesim")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building gkesim: %v\n%s", err, out)
+	}
+	scenario := filepath.Join(dir, "try.yaml")
+	if err := os.WriteFile(scenario, []byte(runScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--scenario="+scenario, "run", "--kubeconfig="+api.Kubeconfig,
+		"--monitoring.listen-address=127.0.0.1:0", "--metadata.base-port=0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+
+	hosts := map[string]string{}
+	lines := bufio.NewScanner(stdout)
+	for len(hosts) < 2 && lines.Scan() {
+		if f := strings.Fields(lines.Text()); len(f) == 3 && strings.HasPrefix(f[0], "gke-try-gpu-") {
+			hosts[f[0]] = f[2]
+		}
+	}
+	if len(hosts) != 2 {
+		t.Fatalf("gkesim run did not print the two nodes' metadata hosts: %v", hosts)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	testenv.Eventually(t, 30*time.Second, "node 1 registered with its maintenance scheduled", func() error {
+		nodes, err := api.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "cloud.google.com/scheduled-maintenance-time"})
+		if err != nil {
+			return err
+		}
+		if len(nodes.Items) != 1 {
+			return fmt.Errorf("%d nodes with scheduled maintenance, want 1", len(nodes.Items))
+		}
+		host := hosts[nodes.Items[0].Name]
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/computeMetadata/v1/instance/upcoming-maintenance", nil)
+		req.Header.Set("Metadata-Flavor", "Google")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), `"can_reschedule":"true"`) {
+			return fmt.Errorf("metadata of %s at %s: %s", nodes.Items[0].Name, host, body)
+		}
+		return nil
+	})
+}
