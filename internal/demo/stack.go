@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -369,16 +368,6 @@ func (s *Stack) Exited() string {
 		}
 	}
 	return ""
-}
-
-// ActionsRequest is an authenticated request to the actions service.
-func (s *Stack) ActionsRequest(ctx context.Context, method, path string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+s.Actions+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.SetBasicAuth(s.ActionsAuth.Username, s.ActionsAuth.Password)
-	return req, nil
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
