@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
@@ -16,11 +15,9 @@ import (
 
 // process is a component running as its own program, logging to a file.
 type process struct {
+	*localenv.Process
 	name    string
-	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{}
-	err     error
 }
 
 // startProcess starts bin with args and env (added to the environment), its output going to logDir/name.log.
@@ -33,42 +30,13 @@ func startProcess(name, logDir, bin string, env []string, args ...string) (*proc
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = localenv.ChildProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
+	started, err := localenv.StartProcess(cmd)
+	// The child holds its own descriptor of the log.
+	logFile.Close()
+	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// exited tells whether the process has ended.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop ends the process with SIGTERM, then SIGKILL after 5 s.
-func (p *process) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return &process{Process: started, name: name, logPath: logPath}, nil
 }
 
 // logTail is the end of the process's log, for error messages.
@@ -99,8 +67,8 @@ func (p *process) waitReady(ctx context.Context, url string, auth *basicAuth, ti
 				return nil
 			}
 		}
-		if p.exited() {
-			return fmt.Errorf("%s exited while starting (%v); log %s:\n%s", p.name, p.err, p.logPath, p.logTail())
+		if p.Exited() {
+			return fmt.Errorf("%s exited while starting (%v); log %s:\n%s", p.name, p.Err(), p.logPath, p.logTail())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready at %s after %v; log %s:\n%s", p.name, url, timeout, p.logPath, p.logTail())

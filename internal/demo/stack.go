@@ -347,7 +347,7 @@ func (s *Stack) startPrometheusAndAlertmanager(ctx context.Context, opts Options
 // Close stops every component, the simulators and the driver, and removes Dir.
 func (s *Stack) Close() {
 	for i := len(s.processes) - 1; i >= 0; i-- {
-		s.processes[i].stop()
+		s.processes[i].Stop(5 * time.Second)
 	}
 	s.cancel()
 	s.wg.Wait()
@@ -363,8 +363,8 @@ func (s *Stack) Close() {
 // Exited names a component process that has stopped on its own, with the end of its log, or returns "".
 func (s *Stack) Exited() string {
 	for _, p := range s.processes {
-		if p.exited() {
-			return fmt.Sprintf("%s exited (%v); log %s:\n%s", p.name, p.err, p.logPath, p.logTail())
+		if p.Exited() {
+			return fmt.Sprintf("%s exited (%v); log %s:\n%s", p.name, p.Err(), p.logPath, p.logTail())
 		}
 	}
 	return ""

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -47,8 +46,8 @@ type APIServer struct {
 	apiserverBin string
 	apiPort      int
 	etcdURL      string
-	apiserver    *process
-	etcd         *process
+	apiserver    *Process
+	etcd         *Process
 	logFile      *os.File
 }
 
@@ -83,7 +82,7 @@ func StartAPIServer(opts APIServerOptions) (_ *APIServer, err error) {
 	}
 	s.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	s.etcd = s.command(etcdBin,
+	s.etcd, err = s.start(etcdBin,
 		"--name=localenv",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+s.etcdURL,
@@ -94,7 +93,7 @@ func StartAPIServer(opts APIServerOptions) (_ *APIServer, err error) {
 		"--unsafe-no-fsync=true",
 		"--log-level=warn",
 	)
-	if err := s.etcd.start(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("starting etcd: %w", err)
 	}
 
@@ -133,7 +132,8 @@ func StartAPIServer(opts APIServerOptions) (_ *APIServer, err error) {
 // StartAgain starts kube-apiserver (again, after StopAPIServer) on the same port, certificates and etcd, so
 // clients built from Config keep working once it is back.
 func (s *APIServer) StartAgain() error {
-	s.apiserver = s.command(s.apiserverBin,
+	var err error
+	s.apiserver, err = s.start(s.apiserverBin,
 		"--etcd-servers="+s.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -151,7 +151,7 @@ func (s *APIServer) StartAgain() error {
 		"--endpoint-reconciler-type=none",
 		"--v=0",
 	)
-	if err := s.apiserver.start(); err != nil {
+	if err != nil {
 		return fmt.Errorf("starting kube-apiserver: %w", err)
 	}
 	return s.waitReady(60 * time.Second)
@@ -163,7 +163,7 @@ func (s *APIServer) waitReady(timeout time.Duration) error {
 	url := "https://127.0.0.1:" + strconv.Itoa(s.apiPort) + "/readyz"
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if s.apiserver.exited() {
+		if s.apiserver.Exited() {
 			return fmt.Errorf("kube-apiserver exited while starting; logs in %s", s.LogPath)
 		}
 		if resp, err := client.Get(url); err == nil {
@@ -178,7 +178,7 @@ func (s *APIServer) waitReady(timeout time.Duration) error {
 }
 
 // StopAPIServer stops kube-apiserver only (etcd keeps the data).
-func (s *APIServer) StopAPIServer() { s.apiserver.terminate() }
+func (s *APIServer) StopAPIServer() { s.apiserver.Stop(10 * time.Second) }
 
 // Logs returns the end of the components' log, up to max bytes.
 func (s *APIServer) Logs(max int) string {
@@ -191,56 +191,19 @@ func (s *APIServer) Logs(max int) string {
 
 // Stop ends kube-apiserver and etcd and removes Dir.
 func (s *APIServer) Stop() {
-	s.apiserver.terminate()
-	s.etcd.terminate()
+	s.apiserver.Stop(10 * time.Second)
+	s.etcd.Stop(10 * time.Second)
 	if s.logFile != nil {
 		s.logFile.Close()
 	}
 	os.RemoveAll(s.Dir)
 }
 
-func (s *APIServer) command(bin string, args ...string) *process {
+// start starts one component, logging to the components' log.
+func (s *APIServer) start(bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = s.logFile, s.logFile
-	cmd.SysProcAttr = ChildProcAttr()
-	return &process{cmd: cmd, done: make(chan struct{})}
-}
-
-// process is a started component; done closes when it exits.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *process) start() error {
-	if err := p.cmd.Start(); err != nil {
-		return err
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	return nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// terminate stops the process with SIGTERM, then SIGKILL after 10 s.
-func (p *process) terminate() {
-	if p == nil || p.cmd.Process == nil || p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	return StartProcess(cmd)
 }
 
 // freePorts returns the given ports, replacing zeros by ports free on loopback right now.
