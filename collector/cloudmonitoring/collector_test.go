@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,39 +15,22 @@ import (
 	"google.golang.org/grpc/codes"
 
 	monsim "github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
-
-// clock is a manually advanced time source shared by a test, the simulator and the collector.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // harness is a simulator and a collector reading it through the real client, on one manual clock.
 type harness struct {
 	t     testing.TB
-	clock *clock
+	clock *testenv.Clock
 	sim   *monsim.Server
 	addr  string
 }
 
 func newHarness(t testing.TB, opts monsim.Options) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: &clock{now: t0}}
+	h := &harness{t: t, clock: testenv.NewClock(t0)}
 	opts.Now = h.clock.Now
 	h.sim = monsim.New(opts)
 	addr, err := h.sim.Start("")

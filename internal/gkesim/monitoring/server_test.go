@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	monitoring "cloud.google.com/go/monitoring/apiv3/v2"
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -19,24 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// clock is a manually advanced time source shared by a test and the simulator.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
@@ -142,7 +124,7 @@ func mustRecord(t *testing.T, sim *Server, i Interruption) {
 }
 
 func TestListTimeSeriesThroughClient(t *testing.T) {
-	c := &clock{now: t0.Add(10 * time.Minute)}
+	c := testenv.NewClock(t0.Add(10 * time.Minute))
 	sim, client := start(t, Options{Now: c.Now})
 	base := Interruption{Project: "p1", Location: "us-central1", Cluster: "train", Type: "MaintenanceEvent", Reason: "HW/SW Maintenance"}
 	for _, i := range []Interruption{
@@ -196,7 +178,7 @@ func TestListTimeSeriesThroughClient(t *testing.T) {
 }
 
 func TestLateDelivery(t *testing.T) {
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 	sim, client := start(t, Options{Now: c.Now, Delay: 150 * time.Second})
 	mustRecord(t, sim, Interruption{Project: "p1", Location: "l", Cluster: "c", Node: "n1", Type: "TerminationEvent", Reason: "HostError", Count: 1})
 
@@ -233,7 +215,7 @@ func TestLateDelivery(t *testing.T) {
 }
 
 func TestPagination(t *testing.T) {
-	c := &clock{now: t0.Add(time.Hour)}
+	c := testenv.NewClock(t0.Add(time.Hour))
 	sim, client, raw := startRaw(t, Options{Now: c.Now, Delay: time.Minute})
 	// Three nodes with 1, 3 and 2 points: 6 points in all.
 	for node, minutes := range map[string][]int{"a": {1}, "b": {1, 2, 3}, "c": {4, 5}} {
@@ -334,7 +316,7 @@ func pointNames(series []*monitoringpb.TimeSeries) []string {
 }
 
 func TestHeadersView(t *testing.T) {
-	c := &clock{now: t0.Add(time.Hour)}
+	c := testenv.NewClock(t0.Add(time.Hour))
 	sim, _, raw := startRaw(t, Options{Now: c.Now})
 	for _, node := range []string{"a", "b", "c"} {
 		for m := 1; m <= 3; m++ {
@@ -359,7 +341,7 @@ func TestHeadersView(t *testing.T) {
 }
 
 func TestFilterSelectsClusterAndProject(t *testing.T) {
-	c := &clock{now: t0.Add(time.Hour)}
+	c := testenv.NewClock(t0.Add(time.Hour))
 	sim, client := start(t, Options{Now: c.Now})
 	for _, i := range []Interruption{
 		{Project: "p1", Location: "l", Cluster: "train", Node: "t1", NodePool: "a3"},
@@ -389,7 +371,7 @@ func TestFilterSelectsClusterAndProject(t *testing.T) {
 }
 
 func TestInjectedErrors(t *testing.T) {
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 	sim, _, raw := startRaw(t, Options{Now: c.Now})
 	req := request(nodeFilter, t0, t0)
 	call := func() codes.Code {
