@@ -161,6 +161,13 @@ func waitParked(t testing.TB, sim *gkesim.Server, key string) {
 
 var window = time.Date(2025, 3, 4, 1, 0, 0, 0, time.UTC)
 
+// plannedUpdate is the common case: a reschedulable planned update with a two-hour window.
+var plannedUpdate = gkesim.Maintenance{
+	Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
+	WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
+	Reasons: []string{"PLANNED_UPDATE"},
+}
+
 // TestDocumentedValues walks a node through its documented metadata values and compares the series with golden
 // files after each step.
 func TestDocumentedValues(t *testing.T) {
@@ -174,11 +181,7 @@ func TestDocumentedValues(t *testing.T) {
 	}{
 		{"healthy", func() {}},
 		{"scheduled", func() {
-			sim.ScheduleMaintenance(gkesim.Maintenance{
-				Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
-				WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
-				Reasons: []string{"PLANNED_UPDATE"},
-			})
+			sim.ScheduleMaintenance(plannedUpdate)
 		}},
 		{"ongoing", sim.StartMaintenance},
 		{"healthy", sim.FinishMaintenance},
@@ -213,11 +216,7 @@ func TestGarbage(t *testing.T) {
 	sim := gkesim.New(testInstance)
 	startSim(t, sim)
 	a := startAgent(t, testConfig)
-	sim.ScheduleMaintenance(gkesim.Maintenance{
-		Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
-		WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
-		Reasons: []string{"PLANNED_UPDATE"},
-	})
+	sim.ScheduleMaintenance(plannedUpdate)
 	expectGolden(t, a, "scheduled")
 
 	parseErrors := func(path string) float64 { return testutil.ToFloat64(a.parseErrors.WithLabelValues(path)) }
@@ -297,11 +296,7 @@ func TestNothingScheduled(t *testing.T) {
 			if tc.style != gkesim.NothingScheduledUnsupported {
 				waitParked(t, sim, gkesim.KeyUpcomingMaintenance)
 			}
-			sim.ScheduleMaintenance(gkesim.Maintenance{
-				Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
-				WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
-				Reasons: []string{"PLANNED_UPDATE"},
-			})
+			sim.ScheduleMaintenance(plannedUpdate)
 			expectGolden(t, a, "scheduled")
 			if got := testutil.ToFloat64(a.supported.WithLabelValues(pathUpcomingMaintenance)); got != 1 {
 				t.Errorf("path_supported after a value = %v, want 1", got)
@@ -319,11 +314,7 @@ func TestServiceUnavailableStorm(t *testing.T) {
 	sim := gkesim.New(testInstance)
 	startSim(t, sim)
 	a := startAgent(t, testConfig)
-	sim.ScheduleMaintenance(gkesim.Maintenance{
-		Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
-		WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
-		Reasons: []string{"PLANNED_UPDATE"},
-	})
+	sim.ScheduleMaintenance(plannedUpdate)
 	expectGolden(t, a, "scheduled")
 
 	// The storm hits every request after the parked one, which the next change releases.
@@ -402,11 +393,7 @@ func TestAgentRestart(t *testing.T) {
 	sim := gkesim.New(testInstance)
 	startSim(t, sim)
 	first := startAgent(t, testConfig)
-	sim.ScheduleMaintenance(gkesim.Maintenance{
-		Type: "SCHEDULED", Status: "PENDING", CanReschedule: true,
-		WindowStart: window, WindowEnd: window.Add(2 * time.Hour), LatestWindowStart: window.Add(24 * time.Hour),
-		Reasons: []string{"PLANNED_UPDATE"},
-	})
+	sim.ScheduleMaintenance(plannedUpdate)
 	expectGolden(t, first, "scheduled")
 	first.stop()
 
