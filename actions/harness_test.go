@@ -379,6 +379,19 @@ func (c *cluster) startMaintenance(name string) {
 	})
 }
 
+// startMaintenanceAndWaitNoted starts GKE's maintenance and waits until the service has recorded seeing it, which
+// is what lets it uncordon once maintenance ends.
+func (c *cluster) startMaintenanceAndWaitNoted(name string) {
+	c.t.Helper()
+	c.startMaintenance(name)
+	c.waitNode(name, "maintenance noted", func(n *corev1.Node) error {
+		if !nodestate.Read(n).MaintenanceSeen {
+			return fmt.Errorf("annotations %v", n.Annotations)
+		}
+		return nil
+	})
+}
+
 // finishMaintenance clears GKE's maintenance label, taint and scheduled time.
 func (c *cluster) finishMaintenance(name string) {
 	c.t.Helper()

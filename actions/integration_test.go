@@ -92,13 +92,7 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 		t.Errorf("in progress while waiting for GKE = %v, want 1", got)
 	}
 
-	c.startMaintenance(node)
-	c.waitNode(node, "maintenance noted", func(n *corev1.Node) error {
-		if !nodestate.Read(n).MaintenanceSeen {
-			return fmt.Errorf("annotations %v", n.Annotations)
-		}
-		return nil
-	})
+	c.startMaintenanceAndWaitNoted(node)
 	if n := c.get(node); !n.Spec.Unschedulable {
 		t.Error("uncordoned while GKE maintenance is under way")
 	}
@@ -198,13 +192,7 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	c.waitEvent(node, "DisruptionDrainSucceeded")
 
 	// GKE's maintenance comes and goes; only then is our cordon lifted.
-	c.startMaintenance(node)
-	c.waitNode(node, "maintenance noted", func(n *corev1.Node) error {
-		if !nodestate.Read(n).MaintenanceSeen {
-			return fmt.Errorf("annotations %v", n.Annotations)
-		}
-		return nil
-	})
+	c.startMaintenanceAndWaitNoted(node)
 	c.finishMaintenance(node)
 	c.waitNode(node, "uncordoned after maintenance", func(n *corev1.Node) error {
 		if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {

@@ -98,13 +98,7 @@ func testResumeAfterRestart(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	if got := c.countEvents(node, "DisruptionDrainStarted"); got != 1 {
 		t.Errorf("drain started %d times: %q", got, c.events(node))
 	}
-	c.startMaintenance(node)
-	c.waitNode(node, "maintenance noted", func(n *corev1.Node) error {
-		if !nodestate.Read(n).MaintenanceSeen {
-			return fmt.Errorf("annotations %v", n.Annotations)
-		}
-		return nil
-	})
+	c.startMaintenanceAndWaitNoted(node)
 	c.finishMaintenance(node)
 	c.waitNode(node, "uncordoned by the new replica", func(n *corev1.Node) error {
 		if n.Spec.Unschedulable {
