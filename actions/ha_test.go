@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -18,7 +20,6 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -216,13 +217,13 @@ func simulateGKE(ctx context.Context, c *cluster, name string) {
 	if r.Phase != nodestate.Done || r.CordonedBy == "" {
 		return
 	}
-	_, inMaintenance := n.Labels[nodes.LabelActiveNodeMaintenance]
+	_, inMaintenance := n.Labels[gke.LabelActiveNodeMaintenance]
 	switch {
 	case !inMaintenance && !r.MaintenanceSeen:
-		n.Labels[nodes.LabelActiveNodeMaintenance] = "ONGOING"
+		n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING"
 	case inMaintenance && r.MaintenanceSeen:
-		delete(n.Labels, nodes.LabelActiveNodeMaintenance)
-		delete(n.Labels, nodes.LabelScheduledMaintenanceTime)
+		delete(n.Labels, gke.LabelActiveNodeMaintenance)
+		delete(n.Labels, gke.LabelScheduledMaintenanceTime)
 	default:
 		return
 	}

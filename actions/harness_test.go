@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +38,6 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
@@ -373,9 +374,9 @@ func (c *cluster) updateNode(name, step string, change func(*corev1.Node)) {
 func (c *cluster) startMaintenance(name string) {
 	c.t.Helper()
 	c.updateNode(name, "starting maintenance", func(n *corev1.Node) {
-		n.Labels[nodes.LabelActiveNodeMaintenance] = "ONGOING"
-		delete(n.Labels, nodes.LabelPerformMaintenance)
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: nodes.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule})
+		n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING"
+		delete(n.Labels, gke.LabelPerformMaintenance)
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule})
 	})
 }
 
@@ -396,11 +397,11 @@ func (c *cluster) startMaintenanceAndWaitNoted(name string) {
 func (c *cluster) finishMaintenance(name string) {
 	c.t.Helper()
 	c.updateNode(name, "finishing maintenance", func(n *corev1.Node) {
-		delete(n.Labels, nodes.LabelActiveNodeMaintenance)
-		delete(n.Labels, nodes.LabelScheduledMaintenanceTime)
+		delete(n.Labels, gke.LabelActiveNodeMaintenance)
+		delete(n.Labels, gke.LabelScheduledMaintenanceTime)
 		var taints []corev1.Taint
 		for _, taint := range n.Spec.Taints {
-			if taint.Key != nodes.TaintImpendingTermination {
+			if taint.Key != gke.TaintImpendingTermination {
 				taints = append(taints, taint)
 			}
 		}

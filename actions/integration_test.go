@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -60,7 +61,7 @@ drain:
 var startsAt = time.Date(2025, 6, 7, 10, 0, 0, 0, time.UTC)
 
 func withScheduledMaintenance(n *corev1.Node) {
-	n.Labels[nodes.LabelScheduledMaintenanceTime] = "1750000000"
+	n.Labels[gke.LabelScheduledMaintenanceTime] = "1750000000"
 }
 
 func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
@@ -75,8 +76,8 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 
 	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
 	n := c.waitNode(node, "perform-maintenance requested", inState(nodestate.MaintenanceRequested))
-	if n.Labels[nodes.LabelPerformMaintenance] != "true" {
-		t.Errorf("label %s not set: %v", nodes.LabelPerformMaintenance, n.Labels)
+	if n.Labels[gke.LabelPerformMaintenance] != "true" {
+		t.Errorf("label %s not set: %v", gke.LabelPerformMaintenance, n.Labels)
 	}
 	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
 		t.Errorf("drainFirst: node should be cordoned by %s: unschedulable %v, annotations %v", r.identity, n.Spec.Unschedulable, n.Annotations)
@@ -120,7 +121,7 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	// Alertmanager repeats the same alert: the episode is finished, nothing happens again.
 	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
 	time.Sleep(time.Second) // give a wrong second action the chance to show; the assertions below do not depend on speed
-	if n := c.get(node); n.Labels[nodes.LabelPerformMaintenance] != "" || n.Spec.Unschedulable {
+	if n := c.get(node); n.Labels[gke.LabelPerformMaintenance] != "" || n.Spec.Unschedulable {
 		t.Errorf("a repeat of a finished alert acted again: labels %v, unschedulable %v", n.Labels, n.Spec.Unschedulable)
 	}
 	if got := c.countEvents(node, "DisruptionActionAccepted"); got != 1 {
@@ -462,7 +463,7 @@ func testNoLongerScheduled(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	r.waitLeading()
 	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
 	waitTerminating(t, api, ns, "slow")
-	c.updateNode(node, "GKE moving the maintenance", func(n *corev1.Node) { n.Labels[nodes.LabelScheduledMaintenanceTime] = "1760000000" })
+	c.updateNode(node, "GKE moving the maintenance", func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = "1760000000" })
 	kl.setPaused(false)
 
 	n := c.waitNode(node, "done without a request, uncordoned", func(n *corev1.Node) error {
@@ -474,7 +475,7 @@ func testNoLongerScheduled(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 		}
 		return nil
 	})
-	if _, ok := n.Labels[nodes.LabelPerformMaintenance]; ok {
+	if _, ok := n.Labels[gke.LabelPerformMaintenance]; ok {
 		t.Errorf("maintenance requested for an event that moved: %v", n.Labels)
 	}
 	c.waitEvent(node, "DisruptionMaintenanceNotRequested")

@@ -4,12 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 )
 
 func readyNode(labels map[string]string, mutate ...func(*corev1.Node)) *corev1.Node {
@@ -24,7 +25,7 @@ func readyNode(labels map[string]string, mutate ...func(*corev1.Node)) *corev1.N
 }
 
 func TestGKEFinished(t *testing.T) {
-	scheduled := map[string]string{nodes.LabelScheduledMaintenanceTime: "1750000000"}
+	scheduled := map[string]string{gke.LabelScheduledMaintenanceTime: "1750000000"}
 	for _, tc := range []struct {
 		name string
 		node *corev1.Node
@@ -32,15 +33,15 @@ func TestGKEFinished(t *testing.T) {
 		want bool
 	}{
 		{"drained, maintenance not started yet", readyNode(scheduled), nodestate.Record{ScheduledMaintenance: "1750000000"}, false},
-		{"maintenance under way", readyNode(map[string]string{nodes.LabelActiveNodeMaintenance: "ONGOING"}), nodestate.Record{MaintenanceSeen: true}, false},
+		{"maintenance under way", readyNode(map[string]string{gke.LabelActiveNodeMaintenance: "ONGOING"}), nodestate.Record{MaintenanceSeen: true}, false},
 		{"taint still there", readyNode(nil, func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: nodes.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}}
 		}), nodestate.Record{MaintenanceSeen: true}, false},
-		{"perform-maintenance request not consumed", readyNode(map[string]string{nodes.LabelPerformMaintenance: "true"}), nodestate.Record{MaintenanceSeen: true}, false},
+		{"perform-maintenance request not consumed", readyNode(map[string]string{gke.LabelPerformMaintenance: "true"}), nodestate.Record{MaintenanceSeen: true}, false},
 		{"not Ready yet", readyNode(nil, func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }), nodestate.Record{MaintenanceSeen: true}, false},
 		{"seen and quiet", readyNode(nil), nodestate.Record{MaintenanceSeen: true}, true},
 		{"not seen, scheduled time gone", readyNode(nil), nodestate.Record{ScheduledMaintenance: "1750000000"}, true},
-		{"not seen, scheduled time moved", readyNode(map[string]string{nodes.LabelScheduledMaintenanceTime: "1760000000"}), nodestate.Record{ScheduledMaintenance: "1750000000"}, true},
+		{"not seen, scheduled time moved", readyNode(map[string]string{gke.LabelScheduledMaintenanceTime: "1760000000"}), nodestate.Record{ScheduledMaintenance: "1750000000"}, true},
 		{"no evidence at all", readyNode(nil), nodestate.Record{}, false},
 	} {
 		if got := gkeFinished(tc.node, tc.rec); got != tc.want {
@@ -81,7 +82,7 @@ func TestNodeStripperKeepsWhatDecisionsNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := readyNode(map[string]string{"team": "ml", "other": "x", nodes.LabelActiveNodeMaintenance: "ONGOING"}, func(n *corev1.Node) {
+	node := readyNode(map[string]string{"team": "ml", "other": "x", gke.LabelActiveNodeMaintenance: "ONGOING"}, func(n *corev1.Node) {
 		n.Annotations = map[string]string{nodestate.AnnotationState: "draining", "node.alpha.kubernetes.io/ttl": "0"}
 		n.Spec.Unschedulable = true
 		n.Spec.PodCIDR = "10.0.0.0/24"
@@ -93,7 +94,7 @@ func TestNodeStripperKeepsWhatDecisionsNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := obj.(*corev1.Node)
-	if len(out.Labels) != 2 || out.Labels["team"] != "ml" || out.Labels[nodes.LabelActiveNodeMaintenance] != "ONGOING" {
+	if len(out.Labels) != 2 || out.Labels["team"] != "ml" || out.Labels[gke.LabelActiveNodeMaintenance] != "ONGOING" {
 		t.Errorf("labels %v", out.Labels)
 	}
 	if len(out.Annotations) != 1 || out.Annotations[nodestate.AnnotationState] != "draining" {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +14,6 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 )
 
 // Event reasons on nodes.
@@ -203,14 +204,14 @@ func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, re
 	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
-		labels:          map[string]any{nodes.LabelPerformMaintenance: "true"},
+		labels:          map[string]any{gke.LabelPerformMaintenance: "true"},
 		annotations:     map[string]any{nodestate.AnnotationState: string(nodestate.MaintenanceRequested)},
 	})
 	if err != nil {
 		return fmt.Errorf("requesting maintenance: %w", err)
 	}
 	e.succeeded(rec)
-	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts the scheduled maintenance", nodes.LabelPerformMaintenance)
+	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts the scheduled maintenance", gke.LabelPerformMaintenance)
 	e.logger.Info("maintenance requested", "node", node.Name)
 	return nil
 }

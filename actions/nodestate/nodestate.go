@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Prefix is the project-owned annotation prefix.
@@ -136,11 +136,11 @@ func parseTime(s string) time.Time {
 
 // InMaintenance reports GKE maintenance under way: label active-node-maintenance or the impending-termination taint.
 func InMaintenance(node *corev1.Node) bool {
-	if _, ok := node.Labels[nodes.LabelActiveNodeMaintenance]; ok {
+	if _, ok := node.Labels[gke.LabelActiveNodeMaintenance]; ok {
 		return true
 	}
 	for _, t := range node.Spec.Taints {
-		if t.Key == nodes.TaintImpendingTermination {
+		if t.Key == gke.TaintImpendingTermination {
 			return true
 		}
 	}
@@ -149,12 +149,12 @@ func InMaintenance(node *corev1.Node) bool {
 
 // PerformMaintenanceRequested reports label perform-maintenance=true.
 func PerformMaintenanceRequested(node *corev1.Node) bool {
-	return node.Labels[nodes.LabelPerformMaintenance] == "true"
+	return node.Labels[gke.LabelPerformMaintenance] == "true"
 }
 
 // ScheduledMaintenance returns GKE's scheduled-maintenance-time label value, if any.
 func ScheduledMaintenance(node *corev1.Node) (string, bool) {
-	v, ok := node.Labels[nodes.LabelScheduledMaintenanceTime]
+	v, ok := node.Labels[gke.LabelScheduledMaintenanceTime]
 	return v, ok
 }
 
@@ -169,7 +169,7 @@ func Ready(node *corev1.Node) bool {
 }
 
 // Labels are the GKE node labels this package reads.
-var Labels = []string{nodes.LabelActiveNodeMaintenance, nodes.LabelPerformMaintenance, nodes.LabelScheduledMaintenanceTime}
+var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime}
 
 // OwnAnnotation reports whether an annotation key is one of this service's.
 func OwnAnnotation(key string) bool { return strings.HasPrefix(key, Prefix) }

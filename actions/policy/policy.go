@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 )
 
 // Verdict is the outcome of a decision.
@@ -95,7 +96,7 @@ func Decide(cfg *config.Config, req Request, node *corev1.Node, pool []*corev1.N
 			return refuse("can_reschedule is not true: GKE cannot start this maintenance on request")
 		}
 		if _, ok := nodestate.ScheduledMaintenance(node); !ok {
-			return refuse("node has no scheduled maintenance (label %s absent)", nodes.LabelScheduledMaintenanceTime)
+			return refuse("node has no scheduled maintenance (label %s absent)", gke.LabelScheduledMaintenanceTime)
 		}
 	case nodestate.Drain:
 	default:

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 )
 
 // saturday3am is inside the test windows: Saturday 2025-06-07 03:00 in Los Angeles.
@@ -32,12 +33,12 @@ var (
 	cordoned      nodeOpt = func(n *corev1.Node) { n.Spec.Unschedulable = true }
 	notReady      nodeOpt = func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
 	noConditions  nodeOpt = func(n *corev1.Node) { n.Status.Conditions = nil }
-	scheduled     nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelScheduledMaintenanceTime] = "1750000000" }
-	maintenance   nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelActiveNodeMaintenance] = "ONGOING" }
-	pmRequested   nodeOpt = func(n *corev1.Node) { n.Labels[nodes.LabelPerformMaintenance] = "true" }
+	scheduled     nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = "1750000000" }
+	maintenance   nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING" }
+	pmRequested   nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelPerformMaintenance] = "true" }
 	deleting      nodeOpt = func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: saturday3am} }
 	terminationTn nodeOpt = func(n *corev1.Node) {
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: nodes.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule})
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule})
 	}
 )
 
@@ -49,7 +50,7 @@ func ours(phase nodestate.Phase) nodeOpt {
 
 func mkNode(name, gkePool string, opts ...nodeOpt) *corev1.Node {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{nodes.LabelNodePool: gkePool}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gke.LabelNodePool: gkePool}},
 		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
 	for _, o := range opts {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,15 +24,15 @@ var fleetSizes = []int{1000, 10000, 65000}
 func fullNode(i int) *v1.Node {
 	name := fmt.Sprintf("gke-cluster-a3-train-%08x-%04d", i*2654435761, i%10000)
 	labels := map[string]string{
-		LabelNodePool: "a3-train", LabelZone: "us-central1-a", LabelInstanceType: "a3-highgpu-8g",
-		LabelAccelerator: "nvidia-h100-80gb", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+		gke.LabelNodePool: "a3-train", gke.LabelZone: "us-central1-a", gke.LabelInstanceType: "a3-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-h100-80gb", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
 		"kubernetes.io/arch": "amd64", "cloud.google.com/gke-os-distribution": "cos",
 		"cloud.google.com/gke-boot-disk": "pd-balanced", "cloud.google.com/machine-family": "a3",
 		"topology.gke.io/zone": "us-central1-a", "node.kubernetes.io/instance-type-size": "8g",
 	}
 	if i%100 == 0 {
-		labels[LabelScheduledMaintenanceTime] = strconv.Itoa(1764547200 + i)
-		labels[LabelActiveNodeMaintenance] = "ONGOING"
+		labels[gke.LabelScheduledMaintenanceTime] = strconv.Itoa(1764547200 + i)
+		labels[gke.LabelActiveNodeMaintenance] = "ONGOING"
 	}
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, ResourceVersion: strconv.Itoa(100000 + i),
@@ -45,7 +47,7 @@ func fullNode(i int) *v1.Node {
 		},
 	}
 	if i%100 == 0 {
-		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule})
+		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule})
 	}
 	return n
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -38,7 +40,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, reg prometheus.Regist
 			Help:      "Node label values that could not be read, counted once per value seen.",
 		}, []string{"label"}),
 	}
-	c.parseErrors.WithLabelValues(LabelScheduledMaintenanceTime)
+	c.parseErrors.WithLabelValues(gke.LabelScheduledMaintenanceTime)
 	if err := reg.Register(c.parseErrors); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
@@ -103,23 +105,23 @@ func patchNode(t *testing.T, client kubernetes.Interface, name, patch string) {
 // gkeNodes is a small GKE fleet in every state the series describe.
 func gkeNodes() []*v1.Node {
 	a3 := node("gke-train-a3-0", map[string]string{
-		LabelNodePool: "a3-train", LabelZone: "us-central1-a", LabelInstanceType: "a3-highgpu-8g",
-		LabelAccelerator: "nvidia-h100-80gb", LabelScheduledMaintenanceTime: "1764547200",
+		gke.LabelNodePool: "a3-train", gke.LabelZone: "us-central1-a", gke.LabelInstanceType: "a3-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-h100-80gb", gke.LabelScheduledMaintenanceTime: "1764547200",
 		"kubernetes.io/hostname": "gke-train-a3-0",
 	})
 	tpu := node("gke-tpu-v5p-0", map[string]string{
-		LabelNodePool: "tpu-v5p", LabelZone: "us-east5-a", LabelInstanceType: "ct5p-hightpu-4t",
-		LabelTPUAccelerator: "tpu-v5p-slice", LabelTPUTopology: "2x2x2", LabelActiveNodeMaintenance: "ONGOING",
+		gke.LabelNodePool: "tpu-v5p", gke.LabelZone: "us-east5-a", gke.LabelInstanceType: "ct5p-hightpu-4t",
+		gke.LabelTPUAccelerator: "tpu-v5p-slice", gke.LabelTPUTopology: "2x2x2", gke.LabelActiveNodeMaintenance: "ONGOING",
 	})
-	tpu.Spec.Taints = []v1.Taint{{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule}}
+	tpu.Spec.Taints = []v1.Taint{{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule}}
 	spot := node("gke-spot-l4-0", map[string]string{
-		LabelNodePool: "l4-spot", LabelZone: "us-central1-b", LabelInstanceType: "g2-standard-8",
-		LabelAccelerator: "nvidia-l4", LabelSpot: "true", LabelPerformMaintenance: "true",
-		LabelOpportunisticDisable: "true",
+		gke.LabelNodePool: "l4-spot", gke.LabelZone: "us-central1-b", gke.LabelInstanceType: "g2-standard-8",
+		gke.LabelAccelerator: "nvidia-l4", gke.LabelSpot: "true", gke.LabelPerformMaintenance: "true",
+		gke.LabelOpportunisticDisable: "true",
 	})
-	spot.Annotations = map[string]string{AnnotationMaintenanceState: "opportunistic-triggered: true"}
+	spot.Annotations = map[string]string{gke.AnnotationMaintenanceState: "opportunistic-triggered: true"}
 	cordoned := node("gke-serve-l4-0", map[string]string{
-		LabelNodePool: "l4-serve", LabelProvisioning: "standard", LabelScheduledMaintenanceTime: "soon",
+		gke.LabelNodePool: "l4-serve", gke.LabelProvisioning: "standard", gke.LabelScheduledMaintenanceTime: "soon",
 	})
 	cordoned.Spec.Unschedulable = true
 	return []*v1.Node{a3, tpu, spot, cordoned}
@@ -155,7 +157,7 @@ func TestGoldenSeries(t *testing.T) {
 func TestSeriesFollowNodes(t *testing.T) {
 	t.Parallel()
 	api := testenv.StartAPIServer(t)
-	createNode(t, api.Client, node("n1", map[string]string{LabelNodePool: "p"}))
+	createNode(t, api.Client, node("n1", map[string]string{gke.LabelNodePool: "p"}))
 	e := startExporter(t, api.Client)
 	info := `# HELP gke_node_info GKE node metadata: node pool, zone, machine type, accelerators and provisioning model.
 # TYPE gke_node_info gauge
@@ -227,7 +229,7 @@ func TestThousandNodes(t *testing.T) {
 		go func() {
 			defer func() { <-sem }()
 			_, err := api.Client.CoreV1().Nodes().Create(context.Background(),
-				node(fmt.Sprintf("gke-pool-%04d", i), map[string]string{LabelNodePool: "pool"}), metav1.CreateOptions{})
+				node(fmt.Sprintf("gke-pool-%04d", i), map[string]string{gke.LabelNodePool: "pool"}), metav1.CreateOptions{})
 			errs <- err
 		}()
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,80 +37,80 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name: "spot label without provisioning label",
-			node: node("n1", map[string]string{LabelSpot: "true", LabelNodePool: "spot-pool"}),
+			node: node("n1", map[string]string{gke.LabelSpot: "true", gke.LabelNodePool: "spot-pool"}),
 			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="spot-pool",provisioning="spot",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "provisioning label wins over spot",
-			node: node("n1", map[string]string{LabelSpot: "true", LabelProvisioning: "flex-start"}),
+			node: node("n1", map[string]string{gke.LabelSpot: "true", gke.LabelProvisioning: "flex-start"}),
 			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="flex-start",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "deprecated zone and instance type labels",
-			node: node("n1", map[string]string{LabelZoneDeprecated: "us-central1-a", LabelInstanceTypeDeprecated: "a3-highgpu-8g"}),
+			node: node("n1", map[string]string{gke.LabelZoneDeprecated: "us-central1-a", gke.LabelInstanceTypeDeprecated: "a3-highgpu-8g"}),
 			want: `gke_node_info{accelerator="",machine_type="a3-highgpu-8g",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone="us-central1-a"} 1` + "\n",
 		},
 		{
 			name: "scheduled maintenance time",
-			node: node("n1", map[string]string{LabelScheduledMaintenanceTime: "1733040000"}),
+			node: node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: "1733040000"}),
 			want: "gke_node_scheduled_maintenance_timestamp_seconds{node=\"n1\"} 1.73304e+09\n",
 		},
 		{
 			name:       "non-numeric maintenance time is an error, no series",
-			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "tomorrow"}),
-			wantErrors: []string{LabelScheduledMaintenanceTime},
+			node:       node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: "tomorrow"}),
+			wantErrors: []string{gke.LabelScheduledMaintenanceTime},
 		},
 		{
 			name:       "negative maintenance time is an error",
-			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "-5"}),
-			wantErrors: []string{LabelScheduledMaintenanceTime},
+			node:       node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: "-5"}),
+			wantErrors: []string{gke.LabelScheduledMaintenanceTime},
 		},
 		{
 			name:       "fractional maintenance time is an error",
-			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: "1733040000.5"}),
-			wantErrors: []string{LabelScheduledMaintenanceTime},
+			node:       node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: "1733040000.5"}),
+			wantErrors: []string{gke.LabelScheduledMaintenanceTime},
 		},
 		{
 			name:       "empty maintenance time is an error",
-			node:       node("n1", map[string]string{LabelScheduledMaintenanceTime: ""}),
-			wantErrors: []string{LabelScheduledMaintenanceTime},
+			node:       node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: ""}),
+			wantErrors: []string{gke.LabelScheduledMaintenanceTime},
 		},
 		{
 			name: "zero maintenance time is a value",
-			node: node("n1", map[string]string{LabelScheduledMaintenanceTime: "0"}),
+			node: node("n1", map[string]string{gke.LabelScheduledMaintenanceTime: "0"}),
 			want: "gke_node_scheduled_maintenance_timestamp_seconds{node=\"n1\"} 0\n",
 		},
 		{
 			name: "maintenance state lower-cased",
-			node: node("n1", map[string]string{LabelActiveNodeMaintenance: "ONGOING"}),
+			node: node("n1", map[string]string{gke.LabelActiveNodeMaintenance: "ONGOING"}),
 			want: "gke_node_maintenance_state{node=\"n1\",state=\"ongoing\"} 1\n",
 		},
 		{
 			name: "unknown maintenance state passes through",
-			node: node("n1", map[string]string{LabelActiveNodeMaintenance: "Draining_Workloads"}),
+			node: node("n1", map[string]string{gke.LabelActiveNodeMaintenance: "Draining_Workloads"}),
 			want: "gke_node_maintenance_state{node=\"n1\",state=\"draining_workloads\"} 1\n",
 		},
 		{
 			name: "empty maintenance state means none",
-			node: node("n1", map[string]string{LabelActiveNodeMaintenance: ""}),
+			node: node("n1", map[string]string{gke.LabelActiveNodeMaintenance: ""}),
 		},
 		{
 			name: "perform-maintenance only when exactly true",
-			node: node("n1", map[string]string{LabelPerformMaintenance: "true"}),
+			node: node("n1", map[string]string{gke.LabelPerformMaintenance: "true"}),
 			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\n",
 		},
 		{
 			name: "perform-maintenance false is no request",
-			node: node("n1", map[string]string{LabelPerformMaintenance: "false"}),
+			node: node("n1", map[string]string{gke.LabelPerformMaintenance: "false"}),
 		},
 		{
 			name: "opportunistic maintenance disabled",
-			node: node("n1", map[string]string{LabelOpportunisticDisable: "true"}),
+			node: node("n1", map[string]string{gke.LabelOpportunisticDisable: "true"}),
 			want: "gke_node_opportunistic_maintenance_disabled{node=\"n1\"} 1\n",
 		},
 		{
 			name: "invalid UTF-8 label value dropped",
-			node: node("n1", map[string]string{LabelNodePool: "pool\xff"}),
+			node: node("n1", map[string]string{gke.LabelNodePool: "pool\xff"}),
 			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
@@ -142,8 +144,8 @@ func TestRenderTaints(t *testing.T) {
 	n.Spec.Unschedulable = true
 	n.Spec.Taints = []v1.Taint{
 		{Key: "nvidia.com/gpu", Effect: v1.TaintEffectNoSchedule},
-		{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule},
-		{Key: TaintImpendingTermination, Effect: v1.TaintEffectNoExecute},
+		{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule},
+		{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoExecute},
 	}
 	got, _ := renderText(n)
 	for _, want := range []string{
@@ -171,20 +173,20 @@ func TestOpportunisticTriggered(t *testing.T) {
 		"":                                       false,
 		"garbage\x00":                            false,
 	} {
-		got := opportunisticTriggered(map[string]string{AnnotationMaintenanceState: value})
+		got := gke.OpportunisticTriggered(map[string]string{gke.AnnotationMaintenanceState: value})
 		if got != want {
-			t.Errorf("opportunisticTriggered(%q) = %v, want %v", value, got, want)
+			t.Errorf("gke.OpportunisticTriggered(%q) = %v, want %v", value, got, want)
 		}
 	}
-	if opportunisticTriggered(nil) {
+	if gke.OpportunisticTriggered(nil) {
 		t.Error("no annotation must not count as triggered")
 	}
 }
 
 func TestStripKeepsOnlyWhatSeriesNeed(t *testing.T) {
-	n := node("n1", map[string]string{LabelNodePool: "p", "kubernetes.io/hostname": "n1", LabelScheduledMaintenanceTime: "1"})
-	n.Annotations = map[string]string{AnnotationMaintenanceState: "x", "node.alpha.kubernetes.io/ttl": "0"}
-	n.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoSchedule}, {Key: TaintImpendingTermination, Value: "v", Effect: v1.TaintEffectNoSchedule}}
+	n := node("n1", map[string]string{gke.LabelNodePool: "p", "kubernetes.io/hostname": "n1", gke.LabelScheduledMaintenanceTime: "1"})
+	n.Annotations = map[string]string{gke.AnnotationMaintenanceState: "x", "node.alpha.kubernetes.io/ttl": "0"}
+	n.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoSchedule}, {Key: gke.TaintImpendingTermination, Value: "v", Effect: v1.TaintEffectNoSchedule}}
 	n.Status.Images = []v1.ContainerImage{{Names: []string{"image"}}}
 	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 
@@ -210,7 +212,7 @@ func TestStripKeepsOnlyWhatSeriesNeed(t *testing.T) {
 func TestStoreSetAndDelete(t *testing.T) {
 	s := newStore()
 	for _, name := range []string{"a", "b", "c"} {
-		r, _ := render(node(name, map[string]string{LabelPerformMaintenance: "true"}))
+		r, _ := render(node(name, map[string]string{gke.LabelPerformMaintenance: "true"}))
 		s.set(name, &r)
 	}
 	r, _ := render(node("b", nil))

@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	v1 "k8s.io/api/core/v1"
 )
@@ -58,41 +60,41 @@ func render(node *v1.Node) (rendered, []parseError) {
 	labels := node.Labels
 	// Label names in sorted order, as client_golang writes them.
 	r[familyInfo] = collector.AppendSample(nil, families[familyInfo].Name, 1,
-		"accelerator", labelValue(labels, LabelAccelerator),
-		"machine_type", labelValue(labels, LabelInstanceType, LabelInstanceTypeDeprecated),
+		"accelerator", labelValue(labels, gke.LabelAccelerator),
+		"machine_type", labelValue(labels, gke.LabelInstanceType, gke.LabelInstanceTypeDeprecated),
 		"node", name,
-		"node_pool", labelValue(labels, LabelNodePool),
+		"node_pool", labelValue(labels, gke.LabelNodePool),
 		"provisioning", provisioning(labels),
-		"tpu_accelerator", labelValue(labels, LabelTPUAccelerator),
-		"tpu_topology", labelValue(labels, LabelTPUTopology),
-		"zone", labelValue(labels, LabelZone, LabelZoneDeprecated),
+		"tpu_accelerator", labelValue(labels, gke.LabelTPUAccelerator),
+		"tpu_topology", labelValue(labels, gke.LabelTPUTopology),
+		"zone", labelValue(labels, gke.LabelZone, gke.LabelZoneDeprecated),
 	)
-	if v, ok := labels[LabelScheduledMaintenanceTime]; ok {
-		if secs, ok := parseMaintenanceTime(v); ok {
-			r[familyScheduledMaintenance] = collector.AppendSample(nil, families[familyScheduledMaintenance].Name, secs, "node", name)
+	if v, ok := labels[gke.LabelScheduledMaintenanceTime]; ok {
+		if secs, ok := gke.ParseMaintenanceTime(v); ok {
+			r[familyScheduledMaintenance] = collector.AppendSample(nil, families[familyScheduledMaintenance].Name, float64(secs), "node", name)
 		} else {
-			errs = append(errs, parseError{label: LabelScheduledMaintenanceTime, value: v})
+			errs = append(errs, parseError{label: gke.LabelScheduledMaintenanceTime, value: v})
 		}
 	}
 	if state := maintenanceState(labels); state != "" {
 		r[familyMaintenanceState] = collector.AppendSample(nil, families[familyMaintenanceState].Name, 1, "node", name, "state", state)
 	}
 	for _, taint := range node.Spec.Taints {
-		if taint.Key == TaintImpendingTermination {
+		if taint.Key == gke.TaintImpendingTermination {
 			r[familyImpendingTermination] = collector.AppendSample(r[familyImpendingTermination],
 				families[familyImpendingTermination].Name, 1, "effect", string(taint.Effect), "node", name)
 		}
 	}
-	if labels[LabelPerformMaintenance] == "true" {
+	if labels[gke.LabelPerformMaintenance] == "true" {
 		r[familyPerformMaintenanceRequested] = collector.AppendSample(nil, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
 	}
 	if node.Spec.Unschedulable {
 		r[familyUnschedulable] = collector.AppendSample(nil, families[familyUnschedulable].Name, 1, "node", name)
 	}
-	if opportunisticTriggered(node.Annotations) {
+	if gke.OpportunisticTriggered(node.Annotations) {
 		r[familyOpportunisticTriggered] = collector.AppendSample(nil, families[familyOpportunisticTriggered].Name, 1, "node", name)
 	}
-	if labels[LabelOpportunisticDisable] == "true" {
+	if labels[gke.LabelOpportunisticDisable] == "true" {
 		r[familyOpportunisticDisabled] = collector.AppendSample(nil, families[familyOpportunisticDisabled].Name, 1, "node", name)
 	}
 	return r, errs

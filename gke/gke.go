@@ -1,0 +1,79 @@
+// Package gke is GKE's and GCE's vocabulary as this project reads it: the node labels, taints and annotations GKE
+// writes, and how their values are parsed. The collectors, the actions service and the CLI all read nodes through
+// it, so one spelling and one parser serve everywhere.
+package gke
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Node labels GKE (or Kubernetes) sets.
+const (
+	LabelNodePool               = "cloud.google.com/gke-nodepool"
+	LabelZone                   = "topology.kubernetes.io/zone"
+	LabelZoneDeprecated         = "failure-domain.beta.kubernetes.io/zone"
+	LabelInstanceType           = "node.kubernetes.io/instance-type"
+	LabelInstanceTypeDeprecated = "beta.kubernetes.io/instance-type"
+	LabelAccelerator            = "cloud.google.com/gke-accelerator"
+	LabelTPUAccelerator         = "cloud.google.com/gke-tpu-accelerator"
+	LabelTPUTopology            = "cloud.google.com/gke-tpu-topology"
+	LabelProvisioning           = "cloud.google.com/gke-provisioning"
+	LabelSpot                   = "cloud.google.com/gke-spot"
+	// LabelScheduledMaintenanceTime is the maintenance's start, whole epoch seconds as a string.
+	LabelScheduledMaintenanceTime = "cloud.google.com/scheduled-maintenance-time"
+	// LabelActiveNodeMaintenance is ONGOING, then terminating, while GKE maintains the node.
+	LabelActiveNodeMaintenance = "cloud.google.com/active-node-maintenance"
+	// LabelPerformMaintenance=true asks GKE to start reschedulable maintenance now.
+	LabelPerformMaintenance   = "cloud.google.com/perform-maintenance"
+	LabelOpportunisticDisable = "cloud.google.com/opportunistic-disable"
+)
+
+// Taints GKE sets.
+const (
+	// TaintImpendingTermination is set (NoSchedule) while GKE terminates the node for maintenance.
+	TaintImpendingTermination = "cloud.google.com/impending-node-termination"
+)
+
+// Annotations GKE sets.
+const (
+	// AnnotationMaintenanceState says whether GKE's opportunistic maintenance was triggered.
+	AnnotationMaintenanceState = "node.gke.io/maintenance-state"
+)
+
+// ParseMaintenanceTime reads scheduled-maintenance-time: whole epoch seconds, not negative.
+func ParseMaintenanceTime(v string) (int64, bool) {
+	secs, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return secs, true
+}
+
+// MaintenanceState is active-node-maintenance lower-cased; unknown values pass through, empty means none.
+func MaintenanceState(labels map[string]string) string {
+	return strings.ToLower(labels[LabelActiveNodeMaintenance])
+}
+
+// OpportunisticTriggered reads node.gke.io/maintenance-state, which says "opportunistic-triggered" is true. The
+// value is matched loosely (JSON, YAML or key=value spellings, any case) since GKE documents only its meaning.
+func OpportunisticTriggered(annotations map[string]string) bool {
+	v, ok := annotations[AnnotationMaintenanceState]
+	if !ok {
+		return false
+	}
+	v = strings.Map(func(r rune) rune {
+		switch r {
+		case ' ', '\t', '\n', '"', '\'', '{', '}':
+			return -1
+		}
+		return r
+	}, strings.ToLower(v))
+	for _, field := range strings.Split(v, ",") {
+		switch field {
+		case "opportunistic-triggered", "opportunistic-triggered:true", "opportunistic-triggered=true":
+			return true
+		}
+	}
+	return false
+}
