@@ -19,7 +19,7 @@ tools:
 
 # test runs every test, the real-component integration tests included.
 test: tools lint
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 ./...
 
 # generate renders the monitoring mixin (mixin/) into rules/ and dashboards/; commit the result.
 generate:
