@@ -55,6 +55,8 @@ type Options struct {
 	RetryPeriod    time.Duration
 	// MaxRequestBytes bounds webhook bodies (default webhook.DefaultMaxRequestBytes).
 	MaxRequestBytes int64
+	// WebhookUsers are the web-config users allowed to post (nil: webhook.DefaultUsers).
+	WebhookUsers []string
 	// RequeueInterval is how often waiting work is evaluated again without a node change.
 	RequeueInterval time.Duration
 	Registerer      prometheus.Registerer
@@ -100,7 +102,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	hook, err := webhook.NewHandler(logger, exec, opts.MaxRequestBytes, opts.Registerer)
+	hook, err := webhook.NewHandler(logger, exec, opts.MaxRequestBytes, opts.WebhookUsers, opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +112,18 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 // Webhook is the handler for webhook.Path.
 func (s *Service) Webhook() http.Handler { return s.webhook }
 
-// HasSynced reports whether the node list has been read (readiness).
+// HasSynced reports whether the node list has been read.
 func (s *Service) HasSynced() bool { return s.executor.HasSynced() }
 
 // Leading reports whether this replica is the leader and takes work.
 func (s *Service) Leading() bool { return s.executor.Leading() }
+
+// Ready is readiness: only the leader, with its node list read, takes alerts; a follower is not ready, so the
+// Service sends Alertmanager to the leader.
+func (s *Service) Ready() bool { return s.executor.HasSynced() && s.executor.Leading() }
+
+// SetConfig replaces the policy (a reload); running work carries on under it.
+func (s *Service) SetConfig(cfg *config.Config) { s.executor.SetConfig(cfg) }
 
 // Run watches nodes and campaigns for leadership until ctx ends; while leading it acts.
 func (s *Service) Run(ctx context.Context) error {
@@ -147,11 +156,12 @@ func (s *Service) campaign(ctx context.Context, lock resourcelock.Interface) err
 		term chan struct{}
 	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   s.opts.LeaseDuration,
-		RenewDeadline:   s.opts.RenewDeadline,
-		RetryPeriod:     s.opts.RetryPeriod,
-		ReleaseOnCancel: true,
+		Lock:          lock,
+		LeaseDuration: s.opts.LeaseDuration,
+		RenewDeadline: s.opts.RenewDeadline,
+		RetryPeriod:   s.opts.RetryPeriod,
+		// The Lease is released below, once this term's work has stopped, never before.
+		ReleaseOnCancel: false,
 		Name:            s.opts.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			// The elector starts this in a goroutine and does not wait for it.
@@ -184,5 +194,31 @@ func (s *Service) campaign(ctx context.Context, lock resourcelock.Interface) err
 		<-t
 		s.logger.Info("no longer leader", "identity", s.opts.Identity)
 	}
+	if ctx.Err() != nil {
+		s.release(lock)
+	}
 	return nil
+}
+
+// release gives up the Lease if this replica still holds it, so the other takes over at once on shutdown. It runs
+// only after the term's work has stopped.
+func (s *Service) release(lock resourcelock.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	record, _, err := lock.Get(ctx)
+	if err != nil || record.HolderIdentity != s.opts.Identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    record.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	})
+	if err != nil {
+		s.logger.Warn("releasing the Lease", "err", err)
+		return
+	}
+	s.logger.Info("released the Lease", "identity", s.opts.Identity)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,6 +142,7 @@ func startReplica(t *testing.T, api *testenv.APIServer, policy string, o replica
 		t.Fatal(err)
 	}
 	server.Mux.Handle(webhook.Path, svc.Webhook())
+	server.SetReadyFunc(svc.Ready)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -555,12 +557,18 @@ func (k *kubelet) graceOf(ns, name string) (int64, bool) {
 	return g, ok
 }
 
-// webConfigFile writes an exporter-toolkit web config with basic auth user alertmanager.
+// webConfigFile writes an exporter-toolkit web config with basic auth users alertmanager and prometheus (a scrape
+// user, who may not post alerts).
 func webConfigFile(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "web.yml")
+	scrapeUser, err := bcrypt.GenerateFromPassword([]byte("prometheus-secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// bcrypt of "alertmanager-secret"
-	content := "basic_auth_users:\n  alertmanager: $2a$10$8z6Qx1wIHx4vFkGy1wVOBu/R1Y38ZVv8RGRMrLuQlZCMPoZqfQb6u\n"
+	content := "basic_auth_users:\n  alertmanager: $2a$10$8z6Qx1wIHx4vFkGy1wVOBu/R1Y38ZVv8RGRMrLuQlZCMPoZqfQb6u\n" +
+		"  prometheus: " + string(scrapeUser) + "\n"
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

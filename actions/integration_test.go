@@ -209,7 +209,7 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	pool := unique("pdb")
 	ns := api.Namespace("pdb")
 	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool})
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	c.pod(ns, "guarded", node, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
 	one := intstr.FromInt32(1)
 	// No disruption controller runs, so the PDB's status never allows a disruption: evictions get 429.
@@ -219,7 +219,7 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	policy := strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 3s", 1)
+	policy := strings.NewReplacer("timeout: 20s", "timeout: 3s", "maxGracePeriod: 10s", "maxGracePeriod: 2s").Replace(poolPolicy(pool, ""))
 	r := startReplica(t, api, policy, replicaOpts{})
 	r.waitLeading()
 	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
@@ -235,8 +235,10 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	if !strings.Contains(reason, "did not finish within 3s") || !strings.Contains(reason, "guarded") {
 		t.Errorf("failure reason %q should say the drain timed out on pod guarded", reason)
 	}
-	if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {
-		t.Errorf("a failed drain must lift our cordon: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	// The maintenance cannot be moved and is still pending: pods placed on the node would be stopped by it, so
+	// the cordon stays, and the reason says so.
+	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] == "" || !strings.Contains(reason, "stays cordoned") {
+		t.Errorf("a failed drain before unmovable maintenance must keep our cordon: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	if p, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "guarded", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("the PDB-protected pod must survive: %v", err)
@@ -274,7 +276,7 @@ func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {
 	pool := unique("dup")
 	ns := api.Namespace("dup")
 	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool})
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	c.pod(ns, "work", node, grace(1))
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
@@ -332,7 +334,7 @@ func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
 	c := newCluster(t, api)
 	pool := unique("auth")
 	node := unique("gpu")
-	before := c.node(node, map[string]string{"pool": pool})
+	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{webConfig: webConfigFile(t)})
 	r.waitLeading()
 	body := payload(t, alert(node, nodestate.Drain, false, startsAt))
@@ -344,6 +346,7 @@ func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
 		want int
 	}{
 		{"no credentials", body, postOpts{}, http.StatusUnauthorized},
+		{"another user of the web config", body, postOpts{user: "prometheus", pass: "prometheus-secret"}, http.StatusForbidden},
 		{"wrong password", body, postOpts{user: "alertmanager", pass: "guess"}, http.StatusUnauthorized},
 		{"malformed", []byte(`{"version":"4","alerts":[`), postOpts{user: "alertmanager", pass: "alertmanager-secret"}, http.StatusBadRequest},
 		{"wrong version", []byte(`{"version":"5","alerts":[]}`), postOpts{user: "alertmanager", pass: "alertmanager-secret"}, http.StatusBadRequest},
@@ -359,7 +362,7 @@ func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
 	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("refused requests changed the node: %v", after.Annotations)
 	}
-	for code, want := range map[string]float64{"400": 2, "413": 1, "415": 1} {
+	for code, want := range map[string]float64{"400": 2, "403": 1, "413": 1, "415": 1} {
 		if got := r.metric("gke_disruption_webhook_requests_total", map[string]string{"code": code}); got != want {
 			t.Errorf("webhook_requests_total{code=%s} = %v, want %v", code, got, want)
 		}
@@ -478,6 +481,6 @@ func testNoLongerScheduled(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	if _, ok := n.Labels[gke.LabelPerformMaintenance]; ok {
 		t.Errorf("maintenance requested for an event that moved: %v", n.Labels)
 	}
-	c.waitEvent(node, "DisruptionMaintenanceNotRequested")
+	c.waitEvent(node, "DisruptionActionAbandoned")
 	r.waitMetric("counted as skipped", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "skipped"}, 1)
 }

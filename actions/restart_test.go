@@ -44,7 +44,7 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	pool := unique("restart")
 	ns := api.Namespace("restart")
 	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool})
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	c.pod(ns, "slow", node, grace(30))
 	r := startReplica(t, api, slowDrainPolicy(pool), replicaOpts{})
 	r.waitLeading()

@@ -39,6 +39,11 @@ const (
 const (
 	// AnnotationMaintenanceState says whether GKE's opportunistic maintenance was triggered.
 	AnnotationMaintenanceState = "node.gke.io/maintenance-state"
+	// AnnotationUpcomingMaintenance is the JSON GKE's maintenance handler writes ahead of a maintenance (same fields
+	// as the metadata server's instance/upcoming-maintenance).
+	AnnotationUpcomingMaintenance = "node.gke.io/upcoming-maintenance"
+	// AnnotationOpportunisticConfig marks a node pool configured for GKE's own opportunistic maintenance.
+	AnnotationOpportunisticConfig = "node.gke.io/opportunistic-config"
 )
 
 // ParseMaintenanceTime reads scheduled-maintenance-time: whole epoch seconds, not negative.

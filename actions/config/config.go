@@ -26,6 +26,8 @@ const (
 type Config struct {
 	// DryRun decides, logs, emits events and metrics, and changes nothing.
 	DryRun bool `yaml:"dryRun"`
+	// Paused stops new work (it waits with reason paused); work already started finishes.
+	Paused bool `yaml:"paused"`
 	// MaxDisruptedNodes caps disrupted nodes across the cluster; nil means no cluster-wide cap.
 	MaxDisruptedNodes *IntOrPercent `yaml:"maxDisruptedNodes"`
 	// Windows are when new actions may start; none means any time. Work already started continues outside them.
@@ -65,7 +67,8 @@ type Drain struct {
 	Timeout Duration `yaml:"timeout"`
 	// EvictionRetryDelay is the pause before retrying an eviction the API refused with 429.
 	EvictionRetryDelay Duration `yaml:"evictionRetryDelay"`
-	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (their data is lost).
+	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (default true: the VM's emptyDirs are lost with
+	// the maintenance anyway, and GPU pods commonly mount /dev/shm as one).
 	DeleteEmptyDirData bool `yaml:"deleteEmptyDirData"`
 }
 
@@ -186,6 +189,13 @@ func (c *Config) complete(present map[string]bool) error {
 	}
 	if present["drain.maxGracePeriod"] && c.Drain.MaxGracePeriod < Duration(time.Second) {
 		return errors.New("drain.maxGracePeriod: must be at least 1s (a zero grace period kills pods without warning)")
+	}
+	if c.Drain.MaxGracePeriod > 0 && c.Drain.MaxGracePeriod >= c.Drain.Timeout {
+		return fmt.Errorf("drain.maxGracePeriod (%s) must be below drain.timeout (%s): a pod using its whole grace period would fail every drain",
+			time.Duration(c.Drain.MaxGracePeriod), time.Duration(c.Drain.Timeout))
+	}
+	if !present["drain.deleteEmptyDirData"] {
+		c.Drain.DeleteEmptyDirData = true
 	}
 	return nil
 }

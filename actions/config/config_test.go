@@ -79,11 +79,11 @@ func TestParseDefaults(t *testing.T) {
 	if p.Strategy != Rolling || p.MaxUnavailable != (IntOrPercent{Value: 1}) || p.MinAvailable != nil || len(p.NodeSelector) != 0 {
 		t.Errorf("pool defaults: %+v", p)
 	}
-	if cfg.MaxDisruptedNodes != nil || len(cfg.Windows) != 0 || cfg.DryRun {
+	if cfg.MaxDisruptedNodes != nil || len(cfg.Windows) != 0 || cfg.DryRun || cfg.Paused {
 		t.Errorf("top-level defaults: %+v", cfg)
 	}
 	if cfg.Drain.Timeout != Duration(DefaultDrainTimeout) || cfg.Drain.EvictionRetryDelay != Duration(DefaultEvictionRetryDelay) ||
-		cfg.Drain.MaxGracePeriod != 0 || cfg.Drain.DeleteEmptyDirData {
+		cfg.Drain.MaxGracePeriod != 0 || !cfg.Drain.DeleteEmptyDirData {
 		t.Errorf("drain defaults: %+v", cfg.Drain)
 	}
 	if cfg.PerformMaintenance.DrainFirst {
@@ -151,6 +151,9 @@ func TestParseErrors(t *testing.T) {
 		{"zero timeout", "pools: [{name: a}]\ndrain: {timeout: 0s}\n", []string{"drain.timeout", "greater than 0"}},
 		{"zero retry delay", "pools: [{name: a}]\ndrain: {evictionRetryDelay: 0s}\n", []string{"drain.evictionRetryDelay", "greater than 0"}},
 		{"zero grace cap", "pools: [{name: a}]\ndrain: {maxGracePeriod: 0s}\n", []string{"drain.maxGracePeriod", "at least 1s"}},
+		{"grace cap not below timeout", "pools: [{name: a}]\ndrain: {maxGracePeriod: 30m, timeout: 30m}\n", []string{"drain.maxGracePeriod", "drain.timeout", "30m0s"}},
+		{"grace cap over default timeout", "pools: [{name: a}]\ndrain: {maxGracePeriod: 1h}\n", []string{"drain.maxGracePeriod", "drain.timeout"}},
+		{"bad paused", "paused: maybe\npools: [{name: a}]\n", []string{"paused", "true or false"}},
 		{"bad bool", "dryRun: yes please\npools: [{name: a}]\n", []string{"dryRun", "true or false"}},
 		{"bad weekday", "pools: [{name: a}]\nwindows: [{days: [Sat, Caturday], start: '02:00', end: '03:00'}]\n", []string{"windows[0].days[1]", "Caturday"}},
 		{"bad clock", "pools: [{name: a}]\nwindows: [{start: '2am', end: '03:00'}]\n", []string{"windows[0].start", "HH:MM"}},

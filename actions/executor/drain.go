@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubectl/pkg/drain"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
@@ -20,31 +21,47 @@ import (
 const defaultTerminationGracePeriod = 30
 
 // drainAsync runs the node's drain in the background unless one is already running. The drain stops when ctx ends
-// (leadership lost, shutdown); the node stays "draining" and the next leader resumes it.
-func (e *Executor) drainAsync(ctx context.Context, name string) {
+// (leadership lost, shutdown), when the node is deleted or re-created, or when its work is abandoned; a node still
+// "draining" is resumed by the next leader.
+func (e *Executor) drainAsync(ctx context.Context, node *corev1.Node) {
+	name, uid := node.Name, node.UID
 	e.mu.Lock()
-	if e.drains[name] || e.queue == nil {
+	if _, running := e.drains[name]; running || e.queue == nil {
 		e.mu.Unlock()
 		return
 	}
-	e.drains[name] = true
+	drainCtx, cancel := context.WithCancel(ctx)
+	e.drains[name] = drainRun{uid: uid, cancel: cancel}
 	e.drainWG.Add(1)
 	e.mu.Unlock()
 	go func() {
 		defer e.drainWG.Done()
-		e.drain(ctx, name)
+		defer cancel()
+		e.drain(drainCtx, name, uid)
 		e.mu.Lock()
-		delete(e.drains, name)
+		if run, ok := e.drains[name]; ok && run.uid == uid {
+			delete(e.drains, name)
+		}
 		e.mu.Unlock()
 		e.enqueue(name)
 	}()
 }
 
+// stopDrain cancels the node's running drain, unless it is for the incarnation keep (empty: any).
+func (e *Executor) stopDrain(name string, keep types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if run, ok := e.drains[name]; ok && (keep == "" || run.uid != keep) {
+		run.cancel()
+		delete(e.drains, name)
+	}
+}
+
 // drain retries interrupted drains (API server unavailable, conflicts) until the drain succeeds or fails for good.
-func (e *Executor) drain(ctx context.Context, name string) {
-	delay := time.Duration(e.cfg.Drain.EvictionRetryDelay)
+func (e *Executor) drain(ctx context.Context, name string, uid types.UID) {
+	delay := time.Duration(e.config().Drain.EvictionRetryDelay)
 	for {
-		finished, err := e.drainOnce(ctx, name)
+		finished, err := e.drainOnce(ctx, name, uid)
 		if finished || ctx.Err() != nil {
 			return
 		}
@@ -59,7 +76,7 @@ func (e *Executor) drain(ctx context.Context, name string) {
 
 // drainOnce evicts what is left on the node and records the outcome. It reports finished once the outcome is on the
 // node (or the node no longer asks for a drain); an error without finished means try again.
-func (e *Executor) drainOnce(ctx context.Context, name string) (finished bool, err error) {
+func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (finished bool, err error) {
 	node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
@@ -68,10 +85,10 @@ func (e *Executor) drainOnce(ctx context.Context, name string) (finished bool, e
 		return false, err
 	}
 	rec := nodestate.Read(node)
-	if rec.Phase != nodestate.Draining {
+	if node.UID != uid || rec.Phase != nodestate.Draining {
 		return true, nil
 	}
-	timeout := time.Duration(e.cfg.Drain.Timeout)
+	timeout := time.Duration(e.config().Drain.Timeout)
 	started := rec.DrainStartedAt
 	if started.IsZero() {
 		started = time.Now()
@@ -100,7 +117,7 @@ func (e *Executor) drainOnce(ctx context.Context, name string) (finished bool, e
 		return apierrors.IsNotFound(err), err
 	}
 	rec = nodestate.Read(node)
-	if rec.Phase != nodestate.Draining {
+	if node.UID != uid || rec.Phase != nodestate.Draining || ctx.Err() != nil {
 		return true, nil
 	}
 	if drainErr != nil {
@@ -117,7 +134,10 @@ func (e *Executor) drainOnce(ctx context.Context, name string) (finished bool, e
 
 // drained records a finished drain: done for a drain, or the perform-maintenance request when draining came first.
 func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
-	if rec.Action == nodestate.PerformMaintenance {
+	if rec.Action.Requests() {
+		if obs := nodestate.Observe(node); !obs.InMaintenance && !obs.Maintenance.Serves(rec.Maintenance) {
+			return e.abandon(ctx, node, rec, obs, "maintenance "+rec.Maintenance+" is no longer the one announced after the drain; not requested")
+		}
 		return e.requestMaintenance(ctx, node, rec)
 	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
@@ -128,7 +148,6 @@ func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodestate
 		return fmt.Errorf("recording drain done: %w", err)
 	}
 	e.succeeded(rec)
-	e.metrics.inProgress.set(node.Name, "", false)
 	msg := "drained"
 	if rec.CordonedBy != "" {
 		msg += "; the node stays cordoned until GKE has finished maintenance"
@@ -154,9 +173,9 @@ func (e *Executor) evict(ctx context.Context, name string, deadline time.Time) (
 		Force:                true, // pods without a controller go too: the node is about to stop anyway
 		GracePeriodSeconds:   -1,
 		IgnoreAllDaemonSets:  true,
-		DeleteEmptyDirData:   e.cfg.Drain.DeleteEmptyDirData,
+		DeleteEmptyDirData:   e.config().Drain.DeleteEmptyDirData,
 		Timeout:              time.Until(deadline),
-		EvictErrorRetryDelay: time.Duration(e.cfg.Drain.EvictionRetryDelay),
+		EvictErrorRetryDelay: time.Duration(e.config().Drain.EvictionRetryDelay),
 		AdditionalFilters:    []drain.PodFilter{e.notSelf},
 		Out:                  logWriter{e.logger.With("node", name)},
 		ErrOut:               logWriter{e.logger.With("node", name)},
@@ -168,11 +187,11 @@ func (e *Executor) evict(ctx context.Context, name string, deadline time.Time) (
 	if len(errs) > 0 {
 		return errors.Join(errs...), true
 	}
-	own, capped := splitByGrace(list.Pods(), time.Duration(e.cfg.Drain.MaxGracePeriod))
+	own, capped := splitByGrace(list.Pods(), time.Duration(e.config().Drain.MaxGracePeriod))
 	batches := []struct {
 		pods  []corev1.Pod
 		grace int
-	}{{own, -1}, {capped, int(time.Duration(e.cfg.Drain.MaxGracePeriod) / time.Second)}}
+	}{{own, -1}, {capped, int(time.Duration(e.config().Drain.MaxGracePeriod) / time.Second)}}
 	results := make(chan error, len(batches))
 	for _, b := range batches {
 		h := *helper

@@ -1,7 +1,8 @@
-// Package executor carries out actions on nodes: it keeps the alerts waiting for a decision, asks the policy, claims
-// nodes with conditional patches, cordons, drains with k8s.io/kubectl/pkg/drain, requests GKE maintenance, and lifts
-// its own cordons once GKE is done. All progress is recorded on the Node (package nodestate), so a restart or a new
-// leader resumes where the last one stopped and never acts twice.
+// Package executor carries out actions on nodes: it keeps the live alerts, asks the policy, claims nodes (or whole
+// groups of nodes) with conditional patches, cordons, drains with k8s.io/kubectl/pkg/drain, requests GKE
+// maintenance, and lifts its own cordons once GKE is done or the maintenance moved. Work is keyed on the maintenance
+// it serves and recorded on the Node (package nodestate), so a repeat, a restart or a new leader never acts twice
+// and interrupted work resumes. The lifecycle itself is nodestate.Next; this package does its I/O.
 package executor
 
 import (
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,24 +52,34 @@ type Options struct {
 	Self types.NamespacedName
 	// RequeueInterval is how often waiting work is evaluated again when no node changes (for windows opening).
 	RequeueInterval time.Duration
-	// PendingTTL drops waiting work whose alert has not been received again for this long.
+	// PendingTTL drops a live alert that has not been received again for this long.
 	PendingTTL time.Duration
 	Registerer prometheus.Registerer
 }
 
-// pending is an alert waiting for a decision on its node.
-type pending struct {
-	trigger    webhook.Trigger
-	lastSeen   time.Time
-	lastReason string // of the last wait decision, so an unchanged wait emits no new Event
+// liveAlert is the latest firing alert for a node.
+type liveAlert struct {
+	trigger  webhook.Trigger
+	lastSeen time.Time
+	// maintenance is the key of the maintenance the alert was decided for first after it was (last) received:
+	// empty until then. An alert bound to a maintenance that has since moved later does not act for the new one
+	// until it is received again; a maintenance that moved earlier is still covered (the alert's lead time holds).
+	maintenance string
+	// pool and waitCode describe a wait decision (gke_disruption_actions_waiting); empty when not waiting.
+	pool, waitCode string
+}
+
+// drainRun is a drain running in the background, for one incarnation of a node.
+type drainRun struct {
+	uid    types.UID
+	cancel context.CancelFunc
 }
 
 // Executor acts on nodes while it leads; Submit refuses work otherwise.
 type Executor struct {
 	logger   *slog.Logger
 	opts     Options
-	cfg      *config.Config
-	dryRun   bool
+	cfg      atomic.Pointer[config.Config]
 	client   kubernetes.Interface
 	recorder record.EventRecorder
 	metrics  *metrics
@@ -75,14 +87,17 @@ type Executor struct {
 	factory  informers.SharedInformerFactory
 	informer cache.SharedIndexInformer
 
-	// decideMu serialises decisions, so each one sees every claim made before it.
+	// decideMu serialises decisions and group claims, so each one sees every claim made before it.
 	decideMu sync.Mutex
 
-	mu      sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[string] // nil while not leading
-	pending map[string]*pending
-	drains  map[string]bool // nodes with a drain running
-	drainWG sync.WaitGroup
+	mu        sync.Mutex
+	queue     workqueue.TypedRateLimitingInterface[string] // nil while not leading
+	alerts    map[string]*liveAlert
+	refused   map[string]string // node -> maintenance|reason of the last refusal evented and counted
+	waited    map[string]string // node -> maintenance|code of the last wait evented
+	simulated map[string]simulatedClaim
+	drains    map[string]drainRun
+	drainWG   sync.WaitGroup
 }
 
 // New builds an executor; Run starts its node watch, Lead its work.
@@ -93,29 +108,28 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	if opts.PendingTTL == 0 {
 		opts.PendingTTL = DefaultPendingTTL
 	}
-	m, err := newMetrics(opts.Registerer)
+	e := &Executor{
+		logger:    logger,
+		opts:      opts,
+		client:    opts.Client,
+		recorder:  opts.Recorder,
+		alerts:    map[string]*liveAlert{},
+		refused:   map[string]string{},
+		waited:    map[string]string{},
+		simulated: map[string]simulatedClaim{},
+		drains:    map[string]drainRun{},
+	}
+	e.cfg.Store(opts.Config)
+	m, err := newMetrics(opts.Registerer, e)
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(nodeStripper(opts.Config)))
-	e := &Executor{
-		logger:   logger,
-		opts:     opts,
-		cfg:      opts.Config,
-		dryRun:   opts.DryRun || opts.Config.DryRun,
-		client:   opts.Client,
-		recorder: opts.Recorder,
-		metrics:  m,
-		factory:  factory,
-		informer: factory.Core().V1().Nodes().Informer(),
-		pending:  map[string]*pending{},
-		drains:   map[string]bool{},
-	}
+	e.metrics = m
+	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripNode))
+	e.informer = e.factory.Core().V1().Nodes().Informer()
 	_, err = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { e.nodeChanged(nil, obj) },
-		UpdateFunc: func(oldObj, newObj any) {
-			e.nodeChanged(oldObj, newObj)
-		},
+		AddFunc:    func(obj any) { e.nodeChanged(nil, obj) },
+		UpdateFunc: func(oldObj, newObj any) { e.nodeChanged(oldObj, newObj) },
 		DeleteFunc: func(obj any) {
 			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tombstone.Obj
@@ -127,6 +141,25 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// config is the policy in force.
+func (e *Executor) config() *config.Config { return e.cfg.Load() }
+
+// dryRun reports whether decisions change nothing.
+func (e *Executor) dryRun() bool { return e.opts.DryRun || e.config().DryRun }
+
+// SetConfig replaces the policy (a reload). Running work carries on; every live alert is decided again under the
+// new policy.
+func (e *Executor) SetConfig(cfg *config.Config) {
+	e.cfg.Store(cfg)
+	e.mu.Lock()
+	names := make([]string, 0, len(e.alerts))
+	for name := range e.alerts {
+		names = append(names, name)
+	}
+	e.mu.Unlock()
+	e.enqueue(names...)
 }
 
 // Run watches nodes until ctx ends.
@@ -146,7 +179,8 @@ func (e *Executor) Leading() bool {
 // HasSynced reports whether the initial node list has been read.
 func (e *Executor) HasSynced() bool { return e.informer.HasSynced() }
 
-// Submit queues triggers; only the leader takes work.
+// Submit takes triggers; only the leader takes work. A firing alert becomes (or refreshes) the node's live alert;
+// a resolved one withdraws it.
 func (e *Executor) Submit(triggers []webhook.Trigger) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -155,27 +189,29 @@ func (e *Executor) Submit(triggers []webhook.Trigger) error {
 	}
 	now := time.Now()
 	for _, t := range triggers {
-		p := e.pending[t.Node]
+		a := e.alerts[t.Node]
 		if !t.Firing {
-			if p != nil && p.trigger.Action == t.Action && !t.StartsAt.Before(p.trigger.StartsAt) {
-				delete(e.pending, t.Node)
-				e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
-				e.logger.Info("alert resolved; waiting work withdrawn", "node", t.Node, "action", t.Action)
+			if a != nil && a.trigger.Action == t.Action && !t.StartsAt.Before(a.trigger.StartsAt) {
+				delete(e.alerts, t.Node)
+				if a.waitCode != "" {
+					e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
+					e.logger.Info("alert resolved; waiting work withdrawn", "node", t.Node, "action", t.Action)
+				}
 			}
 			continue
 		}
-		if p == nil {
-			p = &pending{}
-			e.pending[t.Node] = p
+		if a == nil || a.trigger.Action != t.Action {
+			a = &liveAlert{}
+			e.alerts[t.Node] = a
 		}
-		p.trigger, p.lastSeen = t, now
+		a.trigger, a.lastSeen, a.maintenance = t, now, ""
 		e.queue.Add(t.Node)
 	}
 	return nil
 }
 
 // Lead acts until ctx ends: it resumes unfinished work found on nodes, then takes new work. When it returns, no
-// drain of this replica is still running, so another replica may take over.
+// drain or step of this replica is still running, so another replica may take over.
 func (e *Executor) Lead(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), e.informer.HasSynced) {
 		return ctx.Err()
@@ -186,6 +222,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 	e.mu.Lock()
 	e.queue = queue
 	e.mu.Unlock()
+	e.metrics.leader.Set(1)
 
 	resumed := 0
 	for _, obj := range e.informer.GetStore().List() {
@@ -194,7 +231,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 			resumed++
 		}
 	}
-	e.logger.Info("leading: acting on nodes", "unfinished_nodes", resumed, "dry_run", e.dryRun)
+	e.logger.Info("leading: acting on nodes", "unfinished_nodes", resumed, "dry_run", e.dryRun())
 
 	var workers sync.WaitGroup
 	for range defaultWorkers {
@@ -211,9 +248,12 @@ func (e *Executor) Lead(ctx context.Context) error {
 	e.drainWG.Wait()
 	e.mu.Lock()
 	e.queue = nil
-	clear(e.pending)
+	clear(e.alerts)
+	clear(e.refused)
+	clear(e.waited)
+	clear(e.simulated)
 	e.mu.Unlock()
-	e.metrics.inProgress.reset()
+	e.metrics.leader.Set(0)
 	e.logger.Info("stopped leading")
 	return nil
 }
@@ -251,29 +291,86 @@ func (e *Executor) enqueue(names ...string) {
 	}
 }
 
-// nodeChanged wakes the work a node change can move: the node's own unfinished work, and, when a node starts or
-// stops counting as disrupted, every waiting alert (a budget slot may have freed).
+// nodeChanged keeps the work gauges, stops a drain whose node went away (deleted, or re-created under the same
+// name), and wakes the work a node change can move: the node's own, and, when a node starts or stops counting as
+// disrupted, every live alert (a budget slot may have freed).
 func (e *Executor) nodeChanged(oldObj, newObj any) {
 	oldNode, _ := oldObj.(*corev1.Node)
 	newNode, _ := newObj.(*corev1.Node)
+	if newNode == nil && oldNode != nil {
+		e.metrics.state.forget(oldNode.Name)
+		e.stopDrain(oldNode.Name, "")
+		e.mu.Lock()
+		delete(e.alerts, oldNode.Name)
+		delete(e.refused, oldNode.Name)
+		delete(e.waited, oldNode.Name)
+		delete(e.simulated, oldNode.Name)
+		e.mu.Unlock()
+		e.enqueueAlerts()
+		return
+	}
+	if newNode == nil {
+		return
+	}
+	e.metrics.state.observe(newNode)
+	if oldNode != nil && oldNode.UID != newNode.UID {
+		e.stopDrain(newNode.Name, newNode.UID)
+	}
 	var names []string
-	if newNode != nil && needsAttention(newNode) {
+	_, alerted := e.liveAlert(newNode.Name)
+	if needsAttention(newNode) || alerted {
 		names = append(names, newNode.Name)
 	}
-	if oldNode == nil || newNode == nil || nodestate.Disrupted(oldNode) != nodestate.Disrupted(newNode) {
-		e.mu.Lock()
-		for name := range e.pending {
-			names = append(names, name)
-		}
-		e.mu.Unlock()
+	e.enqueue(names...)
+	if oldNode == nil || nodestate.Disrupted(oldNode) != nodestate.Disrupted(newNode) {
+		e.enqueueAlerts()
 	}
+}
+
+// enqueueAlerts wakes every node with a live alert.
+func (e *Executor) enqueueAlerts() {
+	e.mu.Lock()
+	names := make([]string, 0, len(e.alerts))
+	for name := range e.alerts {
+		names = append(names, name)
+	}
+	e.mu.Unlock()
 	e.enqueue(names...)
 }
 
-// needsAttention reports unfinished work of ours on the node: an action in progress or a cordon still to lift.
+// needsAttention reports work of ours on the node that is not finished: in progress, or a cordon still to lift.
 func needsAttention(node *corev1.Node) bool {
 	r := nodestate.Read(node)
-	return r.Active() || (r.Phase == nodestate.Done && r.CordonedBy != "")
+	return r.Active() || r.HoldsCordon()
+}
+
+// liveAlert returns a copy of the node's live alert.
+func (e *Executor) liveAlert(name string) (liveAlert, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.alerts[name]
+	if !ok {
+		return liveAlert{}, false
+	}
+	return *a, true
+}
+
+// updateAlert changes the node's live alert if it is still the one received as t.
+func (e *Executor) updateAlert(name string, t webhook.Trigger, change func(*liveAlert)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.alerts[name]; ok && a.trigger == t {
+		change(a)
+	}
+}
+
+// dropAlert removes the node's live alert if it is still t; a newer alert that arrived meanwhile stays.
+func (e *Executor) dropAlert(name string, t webhook.Trigger) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.alerts[name]; ok && a.trigger == t {
+		delete(e.alerts, name)
+	}
 }
 
 // cachedNodes lists the informer's nodes.
@@ -288,18 +385,28 @@ func (e *Executor) cachedNodes() []*corev1.Node {
 	return out
 }
 
+// cachedNode returns the informer's copy of a node.
+func (e *Executor) cachedNode(name string) (*corev1.Node, bool) {
+	obj, ok, _ := e.informer.GetStore().GetByKey(name)
+	if !ok {
+		return nil, false
+	}
+	n, ok := obj.(*corev1.Node)
+	return n, ok
+}
+
 // waitForCache blocks until the informer holds the node at resourceVersion rv or later, so the next decision counts
 // a claim just made. Resource versions are etcd revisions; if one does not parse, equality is required.
 func (e *Executor) waitForCache(ctx context.Context, name, rv string) error {
 	want, wantErr := strconv.ParseUint(rv, 10, 64)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if obj, ok, _ := e.informer.GetStore().GetByKey(name); ok {
-			got := obj.(*corev1.Node).ResourceVersion
+		if n, ok := e.cachedNode(name); ok {
+			got := n.ResourceVersion
 			if got == rv {
 				return nil
 			}
-			if n, err := strconv.ParseUint(got, 10, 64); err == nil && wantErr == nil && n >= want {
+			if v, err := strconv.ParseUint(got, 10, 64); err == nil && wantErr == nil && v >= want {
 				return nil
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 )
 
@@ -22,32 +21,6 @@ func readyNode(labels map[string]string, mutate ...func(*corev1.Node)) *corev1.N
 		m(n)
 	}
 	return n
-}
-
-func TestGKEFinished(t *testing.T) {
-	scheduled := map[string]string{gke.LabelScheduledMaintenanceTime: "1750000000"}
-	for _, tc := range []struct {
-		name string
-		node *corev1.Node
-		rec  nodestate.Record
-		want bool
-	}{
-		{"drained, maintenance not started yet", readyNode(scheduled), nodestate.Record{ScheduledMaintenance: "1750000000"}, false},
-		{"maintenance under way", readyNode(map[string]string{gke.LabelActiveNodeMaintenance: "ONGOING"}), nodestate.Record{MaintenanceSeen: true}, false},
-		{"taint still there", readyNode(nil, func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}}
-		}), nodestate.Record{MaintenanceSeen: true}, false},
-		{"perform-maintenance request not consumed", readyNode(map[string]string{gke.LabelPerformMaintenance: "true"}), nodestate.Record{MaintenanceSeen: true}, false},
-		{"not Ready yet", readyNode(nil, func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }), nodestate.Record{MaintenanceSeen: true}, false},
-		{"seen and quiet", readyNode(nil), nodestate.Record{MaintenanceSeen: true}, true},
-		{"not seen, scheduled time gone", readyNode(nil), nodestate.Record{ScheduledMaintenance: "1750000000"}, true},
-		{"not seen, scheduled time moved", readyNode(map[string]string{gke.LabelScheduledMaintenanceTime: "1760000000"}), nodestate.Record{ScheduledMaintenance: "1750000000"}, true},
-		{"no evidence at all", readyNode(nil), nodestate.Record{}, false},
-	} {
-		if got := gkeFinished(tc.node, tc.rec); got != tc.want {
-			t.Errorf("%s: gkeFinished = %v, want %v", tc.name, got, tc.want)
-		}
-	}
 }
 
 func TestSplitByGrace(t *testing.T) {
@@ -77,27 +50,25 @@ func names(pods []corev1.Pod) string {
 	return s
 }
 
-func TestNodeStripperKeepsWhatDecisionsNeed(t *testing.T) {
-	cfg, err := config.Parse([]byte("pools: [{name: a, nodeSelector: {team: ml}}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 	node := readyNode(map[string]string{"team": "ml", "other": "x", gke.LabelActiveNodeMaintenance: "ONGOING"}, func(n *corev1.Node) {
-		n.Annotations = map[string]string{nodestate.AnnotationState: "draining", "node.alpha.kubernetes.io/ttl": "0"}
+		n.Annotations = map[string]string{nodestate.AnnotationState: "draining", "node.alpha.kubernetes.io/ttl": "0",
+			gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"true"}`}
 		n.Spec.Unschedulable = true
 		n.Spec.PodCIDR = "10.0.0.0/24"
 		n.Status.Images = []corev1.ContainerImage{{Names: []string{"big"}}}
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse})
 	})
-	obj, err := nodeStripper(cfg)(node)
+	obj, err := stripNode(node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := obj.(*corev1.Node)
-	if len(out.Labels) != 2 || out.Labels["team"] != "ml" || out.Labels[gke.LabelActiveNodeMaintenance] != "ONGOING" {
+	// Every label stays: a reloaded policy may select on any of them.
+	if len(out.Labels) != 3 || out.Labels["team"] != "ml" || out.Labels[gke.LabelActiveNodeMaintenance] != "ONGOING" {
 		t.Errorf("labels %v", out.Labels)
 	}
-	if len(out.Annotations) != 1 || out.Annotations[nodestate.AnnotationState] != "draining" {
+	if len(out.Annotations) != 2 || out.Annotations[nodestate.AnnotationState] != "draining" || out.Annotations[gke.AnnotationUpcomingMaintenance] == "" {
 		t.Errorf("annotations %v", out.Annotations)
 	}
 	if !out.Spec.Unschedulable || out.Spec.PodCIDR != "" || len(out.Status.Images) != 0 || len(out.Status.Conditions) != 1 {

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
@@ -17,18 +18,22 @@ const (
 	resultDryRun    = "dry_run"
 )
 
+// actionNames are every action the metrics are pre-set for.
+var actionNames = []nodestate.Action{nodestate.PerformMaintenance, nodestate.Drain, nodestate.OpportunisticMaintenance}
+
 type metrics struct {
-	actions    *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	inProgress *inProgress
+	actions  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	leader   prometheus.Gauge
+	state    *workState
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 	m := &metrics{
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: collector.Namespace,
 			Name:      "actions_total",
-			Help:      "Actions by outcome: succeeded, failed, skipped (refused by the policy or withdrawn), dry_run (would have acted).",
+			Help:      "Actions by outcome: succeeded, failed, skipped (refused by the policy, withdrawn, or ended because the maintenance moved), dry_run (would have acted).",
 		}, []string{"action", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: collector.Namespace,
@@ -36,18 +41,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:      "Time from accepting an action on a node to its success or failure.",
 			Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}, []string{"action"}),
-		inProgress: &inProgress{nodes: map[string]nodestate.Action{}, desc: prometheus.NewDesc(
-			collector.Namespace+"_actions_in_progress",
-			"Nodes this replica is acting on (accepted, draining, or waiting for GKE after perform-maintenance); only the leader reports non-zero.",
-			[]string{"action"}, nil)},
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: collector.Namespace,
+			Name:      "actions_leader",
+			Help:      "1 while this replica holds the Lease and takes work.",
+		}),
+		state: newWorkState(e),
 	}
-	for _, action := range []nodestate.Action{nodestate.PerformMaintenance, nodestate.Drain} {
+	for _, action := range actionNames {
 		for _, result := range []string{resultSucceeded, resultFailed, resultSkipped, resultDryRun} {
 			m.actions.WithLabelValues(string(action), result)
 		}
 		m.duration.WithLabelValues(string(action))
 	}
-	for _, c := range []prometheus.Collector{m.actions, m.duration, m.inProgress} {
+	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -55,39 +62,94 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// inProgress counts the nodes with active work at scrape time.
-type inProgress struct {
-	mu    sync.Mutex
-	nodes map[string]nodestate.Action
-	desc  *prometheus.Desc
+// workState keeps, from the node watch, the nodes this service has work on (in progress, or finished but still
+// holding our cordon), and exposes them on the leader: gke_disruption_action_state, gke_disruption_actions_in_progress
+// and, from the live alerts, gke_disruption_actions_waiting. A deleted node leaves all three at once.
+type workState struct {
+	e          *Executor
+	mu         sync.Mutex
+	nodes      map[string]nodeWork
+	stateDesc  *prometheus.Desc
+	inProgress *prometheus.Desc
+	waiting    *prometheus.Desc
 }
 
-func (p *inProgress) set(node string, action nodestate.Action, active bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if active {
-		p.nodes[node] = action
-	} else {
-		delete(p.nodes, node)
+type nodeWork struct {
+	action nodestate.Action
+	state  string
+	active bool
+}
+
+func newWorkState(e *Executor) *workState {
+	return &workState{
+		e:     e,
+		nodes: map[string]nodeWork{},
+		stateDesc: prometheus.NewDesc(collector.Namespace+"_action_state",
+			"1 for each node this service has work on (state accepted, draining, maintenance-requested; done or failed while it still keeps the node cordoned); only the leader reports.",
+			[]string{"node", "action", "state"}, nil),
+		inProgress: prometheus.NewDesc(collector.Namespace+"_actions_in_progress",
+			"Nodes this service is acting on (accepted, draining, or waiting for GKE after perform-maintenance); only the leader reports non-zero.",
+			[]string{"action"}, nil),
+		waiting: prometheus.NewDesc(collector.Namespace+"_actions_waiting",
+			"Alerts waiting to act, by the reason they wait: window, pool_budget, cluster_cap, paused; only the leader reports.",
+			[]string{"action", "pool", "reason"}, nil),
 	}
 }
 
-func (p *inProgress) reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	clear(p.nodes)
+// observe records the node's work from its annotations.
+func (w *workState) observe(node *corev1.Node) {
+	r := nodestate.Read(node)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !r.Active() && !r.HoldsCordon() {
+		delete(w.nodes, node.Name)
+		return
+	}
+	w.nodes[node.Name] = nodeWork{action: r.Action, state: string(r.Phase), active: r.Active()}
 }
 
-func (p *inProgress) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+func (w *workState) forget(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.nodes, name)
+}
 
-func (p *inProgress) Collect(ch chan<- prometheus.Metric) {
-	p.mu.Lock()
-	counts := map[nodestate.Action]int{nodestate.PerformMaintenance: 0, nodestate.Drain: 0}
-	for _, a := range p.nodes {
-		counts[a]++
+func (w *workState) Describe(ch chan<- *prometheus.Desc) {
+	ch <- w.stateDesc
+	ch <- w.inProgress
+	ch <- w.waiting
+}
+
+func (w *workState) Collect(ch chan<- prometheus.Metric) {
+	leading := w.e.Leading()
+	counts := map[nodestate.Action]int{}
+	for _, a := range actionNames {
+		counts[a] = 0
 	}
-	p.mu.Unlock()
+	w.mu.Lock()
+	for node, nw := range w.nodes {
+		if !leading {
+			break
+		}
+		ch <- prometheus.MustNewConstMetric(w.stateDesc, prometheus.GaugeValue, 1, node, string(nw.action), nw.state)
+		if nw.active {
+			counts[nw.action]++
+		}
+	}
+	w.mu.Unlock()
 	for a, n := range counts {
-		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(n), string(a))
+		ch <- prometheus.MustNewConstMetric(w.inProgress, prometheus.GaugeValue, float64(n), string(a))
+	}
+	type key struct{ action, pool, reason string }
+	waiting := map[key]int{}
+	w.e.mu.Lock()
+	for _, a := range w.e.alerts {
+		if a.waitCode != "" {
+			waiting[key{string(a.trigger.Action), a.pool, a.waitCode}]++
+		}
+	}
+	w.e.mu.Unlock()
+	for k, n := range waiting {
+		ch <- prometheus.MustNewConstMetric(w.waiting, prometheus.GaugeValue, float64(n), k.action, k.pool, k.reason)
 	}
 }

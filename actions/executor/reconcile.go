@@ -3,9 +3,9 @@ package executor
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,152 +13,318 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Event reasons on nodes.
 const (
-	reasonAccepted                = "DisruptionActionAccepted"
-	reasonWaiting                 = "DisruptionActionWaiting"
-	reasonRefused                 = "DisruptionActionRefused"
-	reasonDryRun                  = "DisruptionActionDryRun"
-	reasonDrainStarted            = "DisruptionDrainStarted"
-	reasonDrainSucceeded          = "DisruptionDrainSucceeded"
-	reasonDrainFailed             = "DisruptionDrainFailed"
-	reasonActionFailed            = "DisruptionActionFailed"
-	reasonMaintenanceRequested    = "DisruptionMaintenanceRequested"
-	reasonMaintenanceNotRequested = "DisruptionMaintenanceNotRequested"
-	reasonMaintenanceFinished     = "DisruptionMaintenanceFinished"
+	reasonAccepted             = "DisruptionActionAccepted"
+	reasonWaiting              = "DisruptionActionWaiting"
+	reasonRefused              = "DisruptionActionRefused"
+	reasonDryRun               = "DisruptionActionDryRun"
+	reasonAbandoned            = "DisruptionActionAbandoned"
+	reasonDrainStarted         = "DisruptionDrainStarted"
+	reasonDrainSucceeded       = "DisruptionDrainSucceeded"
+	reasonDrainFailed          = "DisruptionDrainFailed"
+	reasonActionFailed         = "DisruptionActionFailed"
+	reasonMaintenanceRequested = "DisruptionMaintenanceRequested"
+	reasonMaintenanceStarted   = "DisruptionMaintenanceStarted"
+	reasonMaintenanceFinished  = "DisruptionMaintenanceFinished"
 )
 
-// reconcile moves one node on: it re-reads the node from the API (alerts and the cache are only hints), advances
-// work in progress, or decides on an alert waiting for the node. A positive duration asks to be called again then.
+// reconcile moves one node on: it re-reads the node from the API (alerts and the cache are only hints), takes the
+// next step of work in progress (nodestate.Next), or decides on the node's live alert.
 func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, error) {
 	node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		e.metrics.inProgress.set(name, "", false)
-		if t, ok := e.takePending(name); ok {
-			e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
-			e.logger.Info("skipping alert: node does not exist", "node", name, "action", t.Action)
+		if a, ok := e.liveAlert(name); ok {
+			e.dropAlert(name, a.trigger)
+			e.metrics.actions.WithLabelValues(string(a.trigger.Action), resultSkipped).Inc()
+			e.logger.Info("skipping alert: node does not exist", "node", name, "action", a.trigger.Action)
 		}
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	rec := nodestate.Read(node)
-	e.metrics.inProgress.set(name, rec.Action, rec.Active())
-	if needsAttention(node) {
-		if e.dryRun {
+	rec, obs := nodestate.Read(node), nodestate.Observe(node)
+	if rec.Active() || rec.HoldsCordon() {
+		if e.dryRun() {
 			e.logger.Debug("dry run: leaving unfinished work on the node as it is", "node", name, "action", rec.Action, "state", rec.Phase)
-			return 0, nil
+		} else if step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst); step != nodestate.StepNone {
+			return 0, e.apply(ctx, node, rec, obs, step, why)
 		}
-		return 0, e.advance(ctx, node, rec)
 	}
-	return e.decide(ctx, node, rec)
+	return e.decide(ctx, node, rec, obs)
 }
 
-// decide asks the policy about the alert waiting for node and claims the node if it may act.
-func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.Record) (time.Duration, error) {
-	e.mu.Lock()
-	p, ok := e.pending[node.Name]
-	var work pending
-	if ok {
-		work = *p
+// apply carries out one lifecycle step.
+func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation, step nodestate.Step, why string) error {
+	switch step {
+	case nodestate.StepStartDrain:
+		if err := e.completeGroup(ctx, node, rec); err != nil {
+			return err
+		}
+		return e.startDrain(ctx, node)
+	case nodestate.StepRequest:
+		if err := e.completeGroup(ctx, node, rec); err != nil {
+			return err
+		}
+		return e.requestMaintenance(ctx, node, rec)
+	case nodestate.StepContinueDrain:
+		e.drainAsync(ctx, node)
+		return nil
+	case nodestate.StepNoteSeen:
+		if _, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion,
+			annotations: map[string]any{nodestate.AnnotationMaintenanceSeen: "true"}}); err != nil {
+			return fmt.Errorf("recording maintenance seen: %w", err)
+		}
+		e.event(node, corev1.EventTypeNormal, reasonMaintenanceStarted, "%s", why)
+		e.logger.Info("GKE maintenance under way", "node", node.Name)
+		return nil
+	case nodestate.StepYield, nodestate.StepAbandon:
+		return e.abandon(ctx, node, rec, obs, why)
+	case nodestate.StepFinish:
+		return e.finish(ctx, node, rec, why)
 	}
-	e.mu.Unlock()
+	return fmt.Errorf("unknown lifecycle step %q", step)
+}
+
+// decide asks the policy about the node's live alert and claims the node, with the nodes that must go with it.
+func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation) (time.Duration, error) {
+	a, ok := e.liveAlert(node.Name)
 	if !ok {
 		return 0, nil
 	}
-	t := work.trigger
-	log := e.logger.With("node", node.Name, "action", t.Action)
-	if time.Since(work.lastSeen) > e.opts.PendingTTL {
-		e.dropPending(node.Name, t)
-		e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
-		log.Info("dropping waiting work: its alert was not received again", "ttl", e.opts.PendingTTL)
+	t := a.trigger
+	m := obs.Maintenance
+	log := e.logger.With("node", node.Name, "action", t.Action, "maintenance", m.Key())
+	if time.Since(a.lastSeen) > e.opts.PendingTTL {
+		e.dropAlert(node.Name, t)
+		if a.waitCode != "" {
+			e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
+		}
+		log.Info("dropping alert: it was not received again", "ttl", e.opts.PendingTTL)
 		return 0, nil
 	}
-	if (rec.Phase == nodestate.Done || rec.Phase == nodestate.Failed) && !t.StartsAt.After(rec.TriggerStartsAt) {
-		e.dropPending(node.Name, t)
-		log.Debug("alert already handled on this node", "state", rec.Phase, "alert_starts_at", t.StartsAt)
+	if nodestate.Serves(rec, m) || (e.dryRun() && e.simulatedServes(node)) {
+		// A repeat: work for this maintenance exists, in progress or finished, whatever the alert's startsAt.
+		e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
+		return 0, nil
+	}
+	if rec.Active() {
+		return 0, nil // work for another maintenance ends first (nodestate.Next)
+	}
+	if start, ok := nodestate.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
+		// Not a refusal of the new maintenance: the alert has not spoken about it yet.
+		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = "", "" })
+		if e.noteOnce(e.waited, node.Name, m.Key()+"|moved") {
+			e.event(node, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
+				t.Action, a.maintenance, m.Key())
+			log.Info("alert is for a maintenance that moved later; waiting for it to be received again", "alert_maintenance", a.maintenance)
+		}
 		return 0, nil
 	}
 
+	cfg := e.config()
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
-	pool, cluster := policy.Survey(e.cfg, node, e.cachedNodes())
-	d := policy.Decide(e.cfg, policy.Request{Action: t.Action, CanReschedule: t.CanReschedule}, node, pool, cluster, time.Now())
-	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason)
+	all := e.cachedNodes()
+	pool, cluster := policy.Survey(cfg, node, all, e.disrupted)
+	req := policy.Request{Action: t.Action, CanReschedule: t.CanReschedule || m.CanReschedule == "true"}
+	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
+	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
+		Disrupted: e.disrupted, Now: time.Now()})
+	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
+	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
 	switch d.Verdict {
 	case policy.Refuse:
-		e.dropPending(node.Name, t)
-		e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
-		e.event(node, corev1.EventTypeWarning, reasonRefused, "refused %s: %s", t.Action, d.Reason)
-		log.Info("action refused")
+		e.dropAlert(node.Name, t)
+		e.refuse(node, m.Key(), t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:
-		if e.noteWait(node.Name, d.Reason) {
+		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = d.Pool, d.Code })
+		if e.noteOnce(e.waited, node.Name, m.Key()+"|"+d.Code) {
 			e.event(node, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
 		return e.opts.RequeueInterval, nil
 	}
-	if e.dryRun {
-		e.dropPending(node.Name, t)
-		e.metrics.actions.WithLabelValues(string(t.Action), resultDryRun).Inc()
-		e.event(node, corev1.EventTypeNormal, reasonDryRun, "dry run: would %s: %s", t.Action, d.Reason)
+	if e.dryRun() {
+		e.simulate(t.Action, members)
+		for _, n := range members {
+			e.metrics.actions.WithLabelValues(string(t.Action), resultDryRun).Inc()
+			e.event(n, corev1.EventTypeNormal, reasonDryRun, "dry run: would %s: %s", t.Action, d.Reason)
+		}
 		log.Info("dry run: would act")
 		return 0, nil
 	}
-
-	annotations := map[string]any{
-		nodestate.AnnotationAction:               string(t.Action),
-		nodestate.AnnotationState:                string(nodestate.Accepted),
-		nodestate.AnnotationClaimedBy:            e.opts.Identity,
-		nodestate.AnnotationAcceptedAt:           nodestate.FormatTime(time.Now()),
-		nodestate.AnnotationTriggerStartsAt:      nodestate.FormatTime(t.StartsAt),
-		nodestate.AnnotationReason:               nil,
-		nodestate.AnnotationDrainStartedAt:       nil,
-		nodestate.AnnotationMaintenanceSeen:      nil,
-		nodestate.AnnotationFinishedAt:           nil,
-		nodestate.AnnotationScheduledMaintenance: nil,
+	if err := e.claimGroup(ctx, t.Action, members, d.Reason, false); err != nil {
+		return 0, err
 	}
-	if v, ok := nodestate.ScheduledMaintenance(node); ok {
-		annotations[nodestate.AnnotationScheduledMaintenance] = v
-	}
-	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
-	if err != nil {
-		return 0, fmt.Errorf("claiming node: %w", err)
-	}
-	e.dropPending(node.Name, t)
-	e.metrics.inProgress.set(node.Name, t.Action, true)
-	e.event(node, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", t.Action, d.Reason)
 	log.Info("action accepted")
-	if err := e.waitForCache(ctx, node.Name, claimed.ResourceVersion); err != nil {
-		log.Warn("the next decision may not count this claim", "err", err)
-	}
-	e.enqueue(node.Name)
 	return 0, nil
 }
 
-// advance takes the next step of work in progress, or lifts our cordon once GKE is done.
-func (e *Executor) advance(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
-	switch rec.Phase {
-	case nodestate.Accepted:
-		switch {
-		case rec.Action == nodestate.Drain || (rec.Action == nodestate.PerformMaintenance && e.cfg.PerformMaintenance.DrainFirst):
-			return e.startDrain(ctx, node)
-		case rec.Action == nodestate.PerformMaintenance:
-			return e.requestMaintenance(ctx, node, rec)
-		default:
-			return e.fail(ctx, node, rec, fmt.Sprintf("unknown action %q in annotation %s", rec.Action, nodestate.AnnotationAction))
-		}
-	case nodestate.Draining:
-		e.drainAsync(ctx, node.Name)
-		return nil
-	default:
-		return e.finishIfGKEDone(ctx, node, rec)
+// members are the nodes of scope that go with node: node first, then those with the same action pending, by name.
+// A node has the same action pending when its maintenance is announced and not yet served by any work, and its own
+// live alert asks for the action; without an alert, perform-maintenance needs GKE's word that the maintenance can be
+// rescheduled, and a drain a maintenance due no later than node's (later ones are drained in their own turn).
+func (e *Executor) members(node *corev1.Node, req policy.Request, scope []*corev1.Node) []*corev1.Node {
+	out := []*corev1.Node{node}
+	if len(scope) <= 1 {
+		return out
 	}
+	due := nodestate.PendingMaintenance(node).Start()
+	for _, n := range scope {
+		if n.Name == node.Name || !e.claimable(n) {
+			continue
+		}
+		m := nodestate.PendingMaintenance(n)
+		if a, ok := e.liveAlert(n.Name); ok && time.Since(a.lastSeen) <= e.opts.PendingTTL {
+			if a.trigger.Action != req.Action || (req.Action.Requests() && !a.trigger.CanReschedule && m.CanReschedule != "true") {
+				continue
+			}
+		} else if req.Action.Requests() {
+			if m.CanReschedule != "true" {
+				continue
+			}
+		} else if m.CanReschedule == "true" || m.Start().After(due) {
+			continue
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out[1:], func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// claimable: maintenance announced on the node, no GKE maintenance or request under way, and no work of ours on it
+// (in progress, holding a cordon, or already done for this maintenance).
+func (e *Executor) claimable(n *corev1.Node) bool {
+	m := nodestate.PendingMaintenance(n)
+	r := nodestate.Read(n)
+	if !m.Pending() || n.DeletionTimestamp != nil || nodestate.InMaintenance(n) || nodestate.PerformMaintenanceRequested(n) ||
+		r.Active() || r.HoldsCordon() || nodestate.Serves(r, m) {
+		return false
+	}
+	return !(e.dryRun() && e.simulatedServes(n))
+}
+
+// claimGroup claims the nodes for one operation. Every claim records the whole group, so if this replica stops
+// half-way the next leader claims the rest before any member proceeds (completeGroup). Caller holds decideMu.
+func (e *Executor) claimGroup(ctx context.Context, action nodestate.Action, members []*corev1.Node, why string, opportunistic bool) error {
+	group := ""
+	if len(members) > 1 {
+		names := make([]string, len(members))
+		for i, n := range members {
+			names[i] = n.Name
+		}
+		slices.Sort(names)
+		group = strings.Join(names, ",")
+	}
+	var last *corev1.Node
+	for i, n := range members {
+		claimed, err := e.claim(ctx, n, action, group, opportunistic)
+		if err != nil {
+			if i == 0 {
+				return fmt.Errorf("claiming node: %w", err)
+			}
+			e.logger.Warn("claiming a group member failed; the group completes it before any member proceeds", "node", n.Name, "err", err)
+			continue
+		}
+		last = claimed
+		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", action, why)
+	}
+	if last != nil {
+		if err := e.waitForCache(ctx, last.Name, last.ResourceVersion); err != nil {
+			e.logger.Warn("the next decision may not count this claim", "err", err)
+		}
+	}
+	for _, n := range members {
+		e.enqueue(n.Name)
+	}
+	return nil
+}
+
+// claim records the claim on a node with a conditional patch. A node that changed since it was read (a cached group
+// member) is read again and claimed only if it still may be.
+func (e *Executor) claim(ctx context.Context, node *corev1.Node, action nodestate.Action, group string, opportunistic bool) (*corev1.Node, error) {
+	annotations := map[string]any{
+		nodestate.AnnotationAction:          string(action),
+		nodestate.AnnotationState:           string(nodestate.Accepted),
+		nodestate.AnnotationClaimedBy:       e.opts.Identity,
+		nodestate.AnnotationAcceptedAt:      nodestate.FormatTime(time.Now()),
+		nodestate.AnnotationMaintenance:     nodestate.PendingMaintenance(node).Key(),
+		nodestate.AnnotationGroup:           nil,
+		nodestate.AnnotationReason:          nil,
+		nodestate.AnnotationDrainStartedAt:  nil,
+		nodestate.AnnotationMaintenanceSeen: nil,
+		nodestate.AnnotationFinishedAt:      nil,
+		nodestate.AnnotationOpportunistic:   nil,
+	}
+	if group != "" {
+		annotations[nodestate.AnnotationGroup] = group
+	}
+	if opportunistic {
+		annotations[nodestate.AnnotationOpportunistic] = "true"
+	}
+	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
+	if !apierrors.IsConflict(err) {
+		return claimed, err
+	}
+	fresh, err := e.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if !e.claimable(fresh) {
+		return nil, fmt.Errorf("node %s changed and may no longer be claimed", node.Name)
+	}
+	annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(fresh).Key()
+	return e.patchNode(ctx, node.Name, nodePatch{resourceVersion: fresh.ResourceVersion, annotations: annotations})
+}
+
+// completeGroup claims the members of node's group that are not claimed yet (the replica that claimed the group
+// stopped half-way), so the group proceeds as a whole. Members that may no longer be claimed are left out.
+func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+	if len(rec.Group) < 2 {
+		return nil
+	}
+	e.decideMu.Lock()
+	defer e.decideMu.Unlock()
+	group := strings.Join(rec.Group, ",")
+	var missing []*corev1.Node
+	for _, name := range rec.Group {
+		if name == node.Name {
+			continue
+		}
+		n, ok := e.cachedNode(name)
+		if !ok {
+			continue
+		}
+		if r := nodestate.Read(n); strings.Join(r.Group, ",") == group && (r.Active() || r.Phase == nodestate.Done || r.Phase == nodestate.Failed) {
+			continue
+		}
+		if e.claimable(n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	e.logger.Info("completing a group claimed half-way", "node", node.Name, "missing", len(missing))
+	for _, n := range missing {
+		claimed, err := e.claim(ctx, n, rec.Action, group, rec.Opportunistic)
+		if err != nil {
+			e.logger.Warn("group member not claimed", "node", n.Name, "err", err)
+			continue
+		}
+		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: completing the group of %d nodes", rec.Action, len(rec.Group))
+		if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
+			e.logger.Warn("the next decision may not count this claim", "err", err)
+		}
+		e.enqueue(n.Name)
+	}
+	return nil
 }
 
 // startDrain cordons the node, recording the cordon as ours only if the node was schedulable, and starts draining.
@@ -173,35 +339,19 @@ func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 		p.annotations[nodestate.AnnotationCordonedBy] = e.opts.Identity
 		how = "cordoned"
 	}
-	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
+	drained, err := e.patchNode(ctx, node.Name, p)
+	if err != nil {
 		return fmt.Errorf("cordoning: %w", err)
 	}
-	e.event(node, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)", how, time.Duration(e.cfg.Drain.Timeout))
+	e.event(node, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)", how, time.Duration(e.config().Drain.Timeout))
 	e.logger.Info("drain started", "node", node.Name, "cordon", how)
-	e.drainAsync(ctx, node.Name)
+	e.drainAsync(ctx, drained)
 	return nil
 }
 
-// requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. If the maintenance the
-// node was claimed for is no longer scheduled (it happened or moved during the drain), nothing is requested: the
-// label would ask for a different event, or stay on the node for ever.
+// requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. The lifecycle only gets
+// here while the maintenance the node was claimed for is still the one announced.
 func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
-	if v, ok := nodestate.ScheduledMaintenance(node); !ok || (rec.ScheduledMaintenance != "" && v != rec.ScheduledMaintenance) {
-		reason := fmt.Sprintf("the maintenance scheduled at %s is no longer pending; not requested", rec.ScheduledMaintenance)
-		_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-			nodestate.AnnotationState:      string(nodestate.Done),
-			nodestate.AnnotationReason:     reason,
-			nodestate.AnnotationFinishedAt: nodestate.FormatTime(time.Now()),
-		}})
-		if err != nil {
-			return fmt.Errorf("recording maintenance not requested: %w", err)
-		}
-		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
-		e.metrics.inProgress.set(node.Name, "", false)
-		e.event(node, corev1.EventTypeNormal, reasonMaintenanceNotRequested, "%s", reason)
-		e.logger.Info("maintenance not requested", "node", node.Name, "reason", reason)
-		return nil
-	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
 		labels:          map[string]any{gke.LabelPerformMaintenance: "true"},
@@ -211,39 +361,102 @@ func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, re
 		return fmt.Errorf("requesting maintenance: %w", err)
 	}
 	e.succeeded(rec)
-	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts the scheduled maintenance", gke.LabelPerformMaintenance)
-	e.logger.Info("maintenance requested", "node", node.Name)
+	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts maintenance %s", gke.LabelPerformMaintenance, rec.Maintenance)
+	e.logger.Info("maintenance requested", "node", node.Name, "maintenance", rec.Maintenance)
 	return nil
 }
 
-// fail records a failure and lifts our cordon: a node is never left cordoned by work that gave up.
+// fail records a failed drain. Our cordon stays while maintenance that cannot be moved is still pending (pods placed
+// there would be killed by it anyway); otherwise it is lifted.
 func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodestate.Record, reason string) error {
 	if len(reason) > 1024 {
 		reason = reason[:1024] + "…"
 	}
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
 		nodestate.AnnotationState:      string(nodestate.Failed),
-		nodestate.AnnotationReason:     reason,
 		nodestate.AnnotationFinishedAt: nodestate.FormatTime(time.Now()),
-		nodestate.AnnotationCordonedBy: nil,
 	}}
-	uncordoned := ""
-	if rec.CordonedBy != "" && node.Spec.Unschedulable {
-		p.unschedulable = ptr(false)
-		uncordoned = "; uncordoned"
+	cordon := ""
+	switch {
+	case rec.CordonedBy == "":
+	case nodestate.KeepCordonOnFailure(rec, nodestate.Observe(node)):
+		cordon = "; the node stays cordoned: maintenance " + rec.Maintenance + " cannot be moved and is still pending, so pods placed there would be stopped by it"
+	default:
+		p.annotations[nodestate.AnnotationCordonedBy] = nil
+		if node.Spec.Unschedulable {
+			p.unschedulable = ptr(false)
+			cordon = "; uncordoned"
+		}
 	}
+	p.annotations[nodestate.AnnotationReason] = reason + cordon
 	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
 		return fmt.Errorf("recording failure: %w", err)
 	}
 	e.metrics.actions.WithLabelValues(string(rec.Action), resultFailed).Inc()
 	e.observeDuration(rec)
-	e.metrics.inProgress.set(node.Name, "", false)
 	eventReason := reasonActionFailed
 	if rec.Phase == nodestate.Draining {
 		eventReason = reasonDrainFailed
 	}
-	e.event(node, corev1.EventTypeWarning, eventReason, "%s failed: %s%s", rec.Action, reason, uncordoned)
-	e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", reason, "uncordoned", uncordoned != "")
+	e.event(node, corev1.EventTypeWarning, eventReason, "%s failed: %s%s", rec.Action, reason, cordon)
+	e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", reason, "cordon", cordon)
+	return nil
+}
+
+// abandon ends work whose maintenance moved or vanished before GKE started it, or that GKE started first: it lifts
+// our cordon and our perform-maintenance request, so a new maintenance is new work.
+func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation, why string) error {
+	e.stopDrain(node.Name, "")
+	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+		nodestate.AnnotationReason:     why,
+		nodestate.AnnotationCordonedBy: nil,
+	}}
+	if rec.Active() {
+		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
+		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
+	}
+	msg := why
+	if rec.CordonedBy != "" && node.Spec.Unschedulable {
+		p.unschedulable = ptr(false)
+		msg += "; uncordoned (our cordon)"
+	}
+	if rec.Phase == nodestate.MaintenanceRequested && obs.PerformRequested {
+		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
+		msg += "; perform-maintenance request withdrawn"
+	}
+	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
+		return fmt.Errorf("ending work: %w", err)
+	}
+	if rec.Phase == nodestate.Accepted || rec.Phase == nodestate.Draining {
+		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
+	}
+	e.event(node, corev1.EventTypeNormal, reasonAbandoned, "%s: %s", rec.Action, msg)
+	e.logger.Info("work ended", "node", node.Name, "action", rec.Action, "why", msg)
+	return nil
+}
+
+// finish ends work once GKE has finished: perform-maintenance becomes done, and our cordon (never anyone else's) is
+// lifted.
+func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.Record, why string) error {
+	e.stopDrain(node.Name, "")
+	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{nodestate.AnnotationCordonedBy: nil}}
+	if rec.Active() {
+		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
+		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
+	}
+	msg := why
+	if rec.CordonedBy != "" && node.Spec.Unschedulable {
+		p.unschedulable = ptr(false)
+		msg += "; uncordoned (our cordon)"
+	}
+	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
+		return fmt.Errorf("finishing: %w", err)
+	}
+	if rec.Phase == nodestate.Draining {
+		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
+	}
+	e.event(node, corev1.EventTypeNormal, reasonMaintenanceFinished, "%s", msg)
+	e.logger.Info(msg, "node", node.Name, "action", rec.Action)
 	return nil
 }
 
@@ -259,87 +472,24 @@ func (e *Executor) observeDuration(rec nodestate.Record) {
 	}
 }
 
-// finishIfGKEDone watches a node after our part: it notes GKE maintenance when it appears, and once GKE is done
-// marks perform-maintenance work done and lifts our own cordon (never anyone else's).
-func (e *Executor) finishIfGKEDone(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
-	if nodestate.InMaintenance(node) && !rec.MaintenanceSeen {
-		_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion,
-			annotations: map[string]any{nodestate.AnnotationMaintenanceSeen: "true"}})
-		if err != nil {
-			return fmt.Errorf("recording maintenance seen: %w", err)
-		}
-		e.logger.Info("GKE maintenance under way", "node", node.Name)
-		return nil
+// refuse counts and events a refusal once per (node, maintenance, reason): Alertmanager's repeats are not news.
+func (e *Executor) refuse(node *corev1.Node, maintenance string, action nodestate.Action, reason string) {
+	if !e.noteOnce(e.refused, node.Name, maintenance+"|"+reason) {
+		return
 	}
-	if !gkeFinished(node, rec) {
-		return nil
-	}
-	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{nodestate.AnnotationCordonedBy: nil}}
-	if rec.Phase == nodestate.MaintenanceRequested {
-		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
-		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
-	}
-	msg := "GKE finished maintenance"
-	if rec.CordonedBy != "" && node.Spec.Unschedulable {
-		p.unschedulable = ptr(false)
-		msg += "; uncordoned (our cordon)"
-	}
-	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
-		return fmt.Errorf("finishing: %w", err)
-	}
-	e.metrics.inProgress.set(node.Name, "", false)
-	e.event(node, corev1.EventTypeNormal, reasonMaintenanceFinished, "%s", msg)
-	e.logger.Info(msg, "node", node.Name, "action", rec.Action)
-	return nil
+	e.metrics.actions.WithLabelValues(string(action), resultSkipped).Inc()
+	e.event(node, corev1.EventTypeWarning, reasonRefused, "refused %s: %s", action, reason)
+	e.logger.Info("action refused", "node", node.Name, "action", action, "maintenance", maintenance, "reason", reason)
 }
 
-// gkeFinished: the node is quiet (no maintenance label or taint, no pending perform-maintenance request, Ready) and
-// maintenance demonstrably happened since the claim (seen under way, or the scheduled time label gone or changed).
-// Quiet alone is not enough: a drained node is quiet before its maintenance starts.
-func gkeFinished(node *corev1.Node, rec nodestate.Record) bool {
-	if nodestate.InMaintenance(node) || nodestate.PerformMaintenanceRequested(node) || !nodestate.Ready(node) {
+// noteOnce records key as the latest for the node in seen and reports whether it is new.
+func (e *Executor) noteOnce(seen map[string]string, name, key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if seen[name] == key {
 		return false
 	}
-	if rec.MaintenanceSeen {
-		return true
-	}
-	if rec.ScheduledMaintenance != "" {
-		v, ok := nodestate.ScheduledMaintenance(node)
-		return !ok || v != rec.ScheduledMaintenance
-	}
-	return false
-}
-
-// takePending removes and returns the node's waiting alert.
-func (e *Executor) takePending(name string) (webhook.Trigger, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, ok := e.pending[name]
-	if !ok {
-		return webhook.Trigger{}, false
-	}
-	delete(e.pending, name)
-	return p.trigger, true
-}
-
-// dropPending removes the node's waiting alert if it is still t; a newer alert that arrived meanwhile stays.
-func (e *Executor) dropPending(name string, t webhook.Trigger) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.pending[name]; ok && p.trigger == t {
-		delete(e.pending, name)
-	}
-}
-
-// noteWait records a wait decision and reports whether its reason is new (worth an Event).
-func (e *Executor) noteWait(name, reason string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, ok := e.pending[name]
-	if !ok || p.lastReason == reason {
-		return false
-	}
-	p.lastReason = reason
+	seen[name] = key
 	return true
 }
 

@@ -1,15 +1,15 @@
-// Package nodestate reads what GKE and this service have written on a Node: GKE's maintenance labels and taint,
-// readiness, and the service's own progress annotations. The annotations are the service's only memory, so
-// Alertmanager repeats, restarts and a change of leader never act twice and interrupted work resumes.
+// Package nodestate reads what GKE and this service have written on a Node: GKE's maintenance labels, taint and
+// annotation, readiness, and the service's own progress annotations. The annotations are the service's only memory,
+// so Alertmanager repeats, restarts and a change of leader never act twice and interrupted work resumes.
 package nodestate
 
 import (
 	"strings"
 	"time"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
-
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Prefix is the project-owned annotation prefix.
@@ -21,7 +21,7 @@ const (
 	AnnotationAction = Prefix + "action"
 	// AnnotationState is the progress of that action (see Phase).
 	AnnotationState = Prefix + "state"
-	// AnnotationReason says why the action failed.
+	// AnnotationReason says why the work ended the way it did (failed, abandoned, not requested).
 	AnnotationReason = Prefix + "reason"
 	// AnnotationClaimedBy is the replica that claimed the node.
 	AnnotationClaimedBy = Prefix + "claimed-by"
@@ -29,19 +29,25 @@ const (
 	AnnotationAcceptedAt = Prefix + "accepted-at"
 	// AnnotationDrainStartedAt is when the drain began; the drain timeout counts from here across restarts.
 	AnnotationDrainStartedAt = Prefix + "drain-started-at"
-	// AnnotationTriggerStartsAt is the startsAt of the alert that triggered the action: a repeat of that alert
-	// (same or earlier startsAt) is the same episode and is never acted on again.
-	AnnotationTriggerStartsAt = Prefix + "trigger-starts-at"
+	// AnnotationMaintenance identifies the maintenance the work serves (see Maintenance.Key). Work is keyed on it,
+	// never on an alert: a repeat of any alert for this maintenance is the same work, and a maintenance that moved
+	// is new work.
+	AnnotationMaintenance = Prefix + "maintenance"
+	// AnnotationGroup lists the nodes claimed together as one operation (a parallel pool or a multi-host TPU slice),
+	// comma-separated; a leader that finds a member unclaimed claims it before any member proceeds.
+	AnnotationGroup = Prefix + "group"
 	// AnnotationCordonedBy is set only when this service cordoned the node (to the replica's identity), so only
 	// its own cordons are ever lifted.
 	AnnotationCordonedBy = Prefix + "cordoned-by"
-	// AnnotationScheduledMaintenance is GKE's scheduled-maintenance-time label value when the node was claimed;
-	// the label vanishing or changing afterwards shows that maintenance happened.
-	AnnotationScheduledMaintenance = Prefix + "scheduled-maintenance-time"
 	// AnnotationMaintenanceSeen records that GKE maintenance was observed on the node after the claim.
 	AnnotationMaintenanceSeen = Prefix + "maintenance-seen"
 	// AnnotationFinishedAt is when the action reached done or failed.
 	AnnotationFinishedAt = Prefix + "finished-at"
+	// AnnotationOpportunistic marks perform-maintenance requested by the opportunistic loop rather than an alert.
+	AnnotationOpportunistic = Prefix + "opportunistic"
+
+	// legacyScheduledMaintenance is where earlier releases recorded the maintenance (the label's value).
+	legacyScheduledMaintenance = Prefix + "scheduled-maintenance-time"
 )
 
 // Action is what an alert asks for.
@@ -52,9 +58,11 @@ const (
 	PerformMaintenance Action = "perform-maintenance"
 	// Drain cordons the node and evicts its pods ahead of maintenance that cannot be rescheduled.
 	Drain Action = "drain"
+	// OpportunisticMaintenance is perform-maintenance started by the service itself on an idle node.
+	OpportunisticMaintenance Action = "opportunistic-maintenance"
 )
 
-// ParseAction returns the action named s, or false.
+// ParseAction returns the action an alert may name, or false.
 func ParseAction(s string) (Action, bool) {
 	switch Action(s) {
 	case PerformMaintenance, Drain:
@@ -62,6 +70,9 @@ func ParseAction(s string) (Action, bool) {
 	}
 	return "", false
 }
+
+// Requests reports whether the action ends with the perform-maintenance label.
+func (a Action) Requests() bool { return a == PerformMaintenance || a == OpportunisticMaintenance }
 
 // Phase is the progress of an action on a node.
 type Phase string
@@ -73,45 +84,62 @@ const (
 	Draining Phase = "draining"
 	// MaintenanceRequested: label perform-maintenance=true set; waiting for GKE to finish.
 	MaintenanceRequested Phase = "maintenance-requested"
-	// Done: the action finished. A cordon of ours (AnnotationCordonedBy) stays until GKE has finished.
+	// Done: the action finished (or ended because its maintenance moved or vanished). A cordon of ours
+	// (AnnotationCordonedBy) stays until GKE has finished, or the maintenance moved or vanished.
 	Done Phase = "done"
-	// Failed: the action gave up; AnnotationReason says why. Any cordon of ours has been lifted.
+	// Failed: the action gave up; AnnotationReason says why. A cordon of ours stays only while maintenance that
+	// cannot be moved is still pending on the node (pods placed there would be killed anyway).
 	Failed Phase = "failed"
 )
 
 // Record is the service's annotations on one node.
 type Record struct {
-	Action               Action
-	Phase                Phase
-	Reason               string
-	ClaimedBy            string
-	CordonedBy           string
-	ScheduledMaintenance string
-	MaintenanceSeen      bool
-	AcceptedAt           time.Time
-	DrainStartedAt       time.Time
-	TriggerStartsAt      time.Time
+	Action          Action
+	Phase           Phase
+	Reason          string
+	ClaimedBy       string
+	CordonedBy      string
+	Maintenance     string
+	Group           []string
+	MaintenanceSeen bool
+	Opportunistic   bool
+	AcceptedAt      time.Time
+	DrainStartedAt  time.Time
+	FinishedAt      time.Time
 }
 
 // Read returns the node's record; unreadable times read as zero.
 func Read(node *corev1.Node) Record {
 	a := node.Annotations
-	return Record{
-		Action:               Action(a[AnnotationAction]),
-		Phase:                Phase(a[AnnotationState]),
-		Reason:               a[AnnotationReason],
-		ClaimedBy:            a[AnnotationClaimedBy],
-		CordonedBy:           a[AnnotationCordonedBy],
-		ScheduledMaintenance: a[AnnotationScheduledMaintenance],
-		MaintenanceSeen:      a[AnnotationMaintenanceSeen] == "true",
-		AcceptedAt:           parseTime(a[AnnotationAcceptedAt]),
-		DrainStartedAt:       parseTime(a[AnnotationDrainStartedAt]),
-		TriggerStartsAt:      parseTime(a[AnnotationTriggerStartsAt]),
+	r := Record{
+		Action:          Action(a[AnnotationAction]),
+		Phase:           Phase(a[AnnotationState]),
+		Reason:          a[AnnotationReason],
+		ClaimedBy:       a[AnnotationClaimedBy],
+		CordonedBy:      a[AnnotationCordonedBy],
+		Maintenance:     a[AnnotationMaintenance],
+		MaintenanceSeen: a[AnnotationMaintenanceSeen] == "true",
+		Opportunistic:   a[AnnotationOpportunistic] == "true",
+		AcceptedAt:      parseTime(a[AnnotationAcceptedAt]),
+		DrainStartedAt:  parseTime(a[AnnotationDrainStartedAt]),
+		FinishedAt:      parseTime(a[AnnotationFinishedAt]),
 	}
+	if r.Maintenance == "" && a[legacyScheduledMaintenance] != "" {
+		r.Maintenance = LabelKey(a[legacyScheduledMaintenance])
+	}
+	if g := a[AnnotationGroup]; g != "" {
+		r.Group = strings.Split(g, ",")
+	}
+	return r
 }
 
 // Active reports work in progress: claimed and not yet done or failed.
 func (r Record) Active() bool { return r.Phase.Active() }
+
+// HoldsCordon reports a finished record whose cordon of ours is still on the node.
+func (r Record) HoldsCordon() bool {
+	return (r.Phase == Done || r.Phase == Failed) && r.CordonedBy != ""
+}
 
 // Active reports a phase of work in progress.
 func (p Phase) Active() bool {
@@ -122,8 +150,7 @@ func (p Phase) Active() bool {
 	return false
 }
 
-// FormatTime is the annotations' time format. It keeps fractions of a second: an alert's startsAt has them, and a
-// repeat of the alert must compare equal to the startsAt recorded from it.
+// FormatTime is the annotations' time format, with fractions of a second.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func parseTime(s string) time.Time {
@@ -134,9 +161,10 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-// InMaintenance reports GKE maintenance under way: label active-node-maintenance or the impending-termination taint.
+// InMaintenance reports GKE maintenance under way: label active-node-maintenance (any value: ONGOING, terminating,
+// passthrough, …) or the impending-termination taint.
 func InMaintenance(node *corev1.Node) bool {
-	if _, ok := node.Labels[gke.LabelActiveNodeMaintenance]; ok {
+	if v := node.Labels[gke.LabelActiveNodeMaintenance]; v != "" {
 		return true
 	}
 	for _, t := range node.Spec.Taints {
@@ -152,12 +180,6 @@ func PerformMaintenanceRequested(node *corev1.Node) bool {
 	return node.Labels[gke.LabelPerformMaintenance] == "true"
 }
 
-// ScheduledMaintenance returns GKE's scheduled-maintenance-time label value, if any.
-func ScheduledMaintenance(node *corev1.Node) (string, bool) {
-	v, ok := node.Labels[gke.LabelScheduledMaintenanceTime]
-	return v, ok
-}
-
 // Ready reports the Ready condition True.
 func Ready(node *corev1.Node) bool {
 	for _, c := range node.Status.Conditions {
@@ -169,7 +191,11 @@ func Ready(node *corev1.Node) bool {
 }
 
 // Labels are the GKE node labels this package reads.
-var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime}
+var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
+	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
+
+// Annotations are GKE's node annotations this package reads.
+var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig}
 
 // OwnAnnotation reports whether an annotation key is one of this service's.
 func OwnAnnotation(key string) bool { return strings.HasPrefix(key, Prefix) }

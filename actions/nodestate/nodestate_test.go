@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +18,15 @@ func TestReadRoundTrip(t *testing.T) {
 		AnnotationAcceptedAt:      FormatTime(at),
 		AnnotationDrainStartedAt:  "not a time",
 		AnnotationMaintenanceSeen: "true",
+		AnnotationMaintenance:     LabelKey("1750000000"),
+		AnnotationGroup:           "a,b,c",
 	}}}
 	r := Read(node)
 	if r.Action != Drain || r.Phase != Draining || r.CordonedBy != "replica-a" || !r.AcceptedAt.Equal(at) || !r.MaintenanceSeen {
 		t.Errorf("record %+v", r)
+	}
+	if r.Maintenance != "scheduled/1750000000" || strings.Join(r.Group, "|") != "a|b|c" {
+		t.Errorf("maintenance %q, group %q", r.Maintenance, r.Group)
 	}
 	if !r.DrainStartedAt.IsZero() {
 		t.Errorf("unreadable time read as %v, want zero", r.DrainStartedAt)
@@ -48,14 +54,13 @@ func TestParseAction(t *testing.T) {
 	}
 }
 
-// TestTriggerStartsAtKeepsFractions: Prometheus' startsAt has fractions of a second; a repeat of the same alert must
-// not read as a newer one.
-func TestTriggerStartsAtKeepsFractions(t *testing.T) {
-	startsAt := time.Date(2025, 6, 7, 10, 0, 0, 123456789, time.UTC)
+// TestReadLegacyMaintenance: work recorded by earlier releases (the label's value in scheduled-maintenance-time)
+// keeps its maintenance.
+func TestReadLegacyMaintenance(t *testing.T) {
 	r := Read(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		AnnotationTriggerStartsAt: FormatTime(startsAt),
+		Prefix + "scheduled-maintenance-time": "1750000000",
 	}}})
-	if startsAt.After(r.TriggerStartsAt) {
-		t.Errorf("recorded %v reads as earlier than the alert's startsAt %v", r.TriggerStartsAt, startsAt)
+	if r.Maintenance != LabelKey("1750000000") {
+		t.Errorf("maintenance %q", r.Maintenance)
 	}
 }

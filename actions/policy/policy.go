@@ -1,42 +1,53 @@
-// Package policy decides whether an action may run on a node now. It is a pure function of the node, its pool's
-// nodes, the cluster-wide disruption count, the time and the policy file: no I/O, so every rule is table-tested.
+// Package policy decides whether an action may run now, on a node or on the group of nodes that must go with it.
+// It is a pure function of the nodes, the cluster-wide disruption count, the time and the policy file: no I/O, so
+// every rule is table-tested.
 package policy
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Verdict is the outcome of a decision.
 type Verdict string
 
 const (
-	// Act: claim the node and start now.
+	// Act: claim the nodes and start now.
 	Act Verdict = "act"
-	// Wait: allowed in principle, not now (window closed, budget full); evaluate again later.
+	// Wait: allowed in principle, not now (paused, window closed, budget full); evaluate again later.
 	Wait Verdict = "wait"
 	// Refuse: never for this request.
 	Refuse Verdict = "refuse"
 )
 
-// Decision is a verdict with the governing pool (empty when none matched) and a reason for events and logs.
+// Why a decision waits: the reason label of gke_disruption_actions_waiting.
+const (
+	WaitPaused     = "paused"
+	WaitWindow     = "window"
+	WaitPoolBudget = "pool_budget"
+	WaitClusterCap = "cluster_cap"
+)
+
+// Decision is a verdict with the governing pool (empty when none matched), a reason for events and logs, and for
+// waits the reason's code.
 type Decision struct {
 	Verdict Verdict
 	Pool    string
+	Code    string
 	Reason  string
 }
 
 // Request is what an alert asks for.
 type Request struct {
 	Action nodestate.Action
-	// CanReschedule is the alert's can_reschedule label being "true".
+	// CanReschedule: GKE can start this maintenance on request, by the alert's can_reschedule label or GKE's
+	// upcoming-maintenance annotation on the node.
 	CanReschedule bool
 }
 
@@ -44,41 +55,94 @@ type Request struct {
 type Cluster struct {
 	// Nodes is the number of nodes in the cluster.
 	Nodes int
-	// Disrupted is the number of disrupted nodes (nodestate.Disrupted), the candidate included if it is one.
+	// Disrupted is the number of disrupted nodes, the candidates included if they are.
 	Disrupted int
+}
+
+// Input is everything a decision reads.
+type Input struct {
+	Request Request
+	// Node is the node the alert named, as just read from the API.
+	Node *corev1.Node
+	// Members are the nodes that go together with Node as one operation (Node among them): the nodes of a
+	// parallel pool or of a multi-host TPU slice with the same action pending; just Node otherwise.
+	Members []*corev1.Node
+	// Pool is the nodes governed by the same policy pool as Node (Node among them).
+	Pool    []*corev1.Node
+	Cluster Cluster
+	// Disrupted reports a node that counts against budgets (nodestate.Disrupted, plus dry-run claims).
+	Disrupted func(*corev1.Node) bool
+	Now       time.Time
 }
 
 // Survey splits the cluster's nodes for Decide: the nodes governed by the same pool as node (first match wins) and
 // the cluster-wide counts. A fresher copy of node replaces the listed one.
-func Survey(cfg *config.Config, node *corev1.Node, all []*corev1.Node) (pool []*corev1.Node, cluster Cluster) {
+func Survey(cfg *config.Config, node *corev1.Node, all []*corev1.Node, disrupted func(*corev1.Node) bool) (pool []*corev1.Node, cluster Cluster) {
 	target := cfg.MatchPool(node.Labels)
 	seen := false
-	for _, n := range all {
-		if n.Name == node.Name {
-			n, seen = node, true
-		}
+	count := func(n *corev1.Node) {
 		cluster.Nodes++
-		if nodestate.Disrupted(n) {
+		if disrupted(n) {
 			cluster.Disrupted++
 		}
 		if target != nil && cfg.MatchPool(n.Labels) == target {
 			pool = append(pool, n)
 		}
 	}
+	for _, n := range all {
+		if n.Name == node.Name {
+			n, seen = node, true
+		}
+		count(n)
+	}
 	if !seen {
-		cluster.Nodes++
-		if nodestate.Disrupted(node) {
-			cluster.Disrupted++
-		}
-		if target != nil {
-			pool = append(pool, node)
-		}
+		count(node)
 	}
 	return pool, cluster
 }
 
-// Decide is the whole policy. pool is the nodes governed by the same pool as node (node itself may be among them).
-func Decide(cfg *config.Config, req Request, node *corev1.Node, pool []*corev1.Node, cluster Cluster, now time.Time) Decision {
+// Scope is the nodes that must go together with node: the whole multi-host TPU slice (its GKE node pool, a slice
+// cannot be partly up) whatever the strategy; the whole policy pool for strategy parallel; else node alone. The
+// caller keeps those of them that have the same action pending.
+func Scope(cfg *config.Config, node *corev1.Node, pool, all []*corev1.Node) []*corev1.Node {
+	if slice := SliceOf(node); slice != "" {
+		var out []*corev1.Node
+		for _, n := range all {
+			if SliceOf(n) == slice {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if p := cfg.MatchPool(node.Labels); p != nil && p.Strategy == config.Parallel {
+		return pool
+	}
+	return []*corev1.Node{node}
+}
+
+// SliceOf names the multi-host TPU slice the node belongs to (its GKE node pool), or "" for any other node.
+func SliceOf(node *corev1.Node) string {
+	if hosts, ok := gke.TPUSliceHosts(node.Labels); ok && hosts > 1 {
+		return node.Labels[gke.LabelNodePool]
+	}
+	return ""
+}
+
+// unit is what a rolling pool's budget counts: a node, or a whole multi-host slice.
+func unit(n *corev1.Node) string {
+	if s := SliceOf(n); s != "" {
+		return "slice/" + s
+	}
+	return "node/" + n.Name
+}
+
+// Decide is the whole policy.
+func Decide(cfg *config.Config, in Input) Decision {
+	node := in.Node
+	disrupted := in.Disrupted
+	if disrupted == nil {
+		disrupted = nodestate.Disrupted
+	}
 	p := cfg.MatchPool(node.Labels)
 	if p == nil {
 		return Decision{Verdict: Refuse, Reason: "node is matched by no pool of the policy"}
@@ -86,21 +150,25 @@ func Decide(cfg *config.Config, req Request, node *corev1.Node, pool []*corev1.N
 	refuse := func(format string, args ...any) Decision {
 		return Decision{Verdict: Refuse, Pool: p.Name, Reason: fmt.Sprintf(format, args...)}
 	}
-	wait := func(format string, args ...any) Decision {
-		return Decision{Verdict: Wait, Pool: p.Name, Reason: fmt.Sprintf(format, args...)}
+	wait := func(code, format string, args ...any) Decision {
+		return Decision{Verdict: Wait, Pool: p.Name, Code: code, Reason: fmt.Sprintf(format, args...)}
 	}
 
-	switch req.Action {
-	case nodestate.PerformMaintenance:
-		if !req.CanReschedule {
+	m := nodestate.PendingMaintenance(node)
+	switch in.Request.Action {
+	case nodestate.PerformMaintenance, nodestate.OpportunisticMaintenance:
+		if !m.Pending() {
+			return refuse("no maintenance is pending on the node (no %s label or announced window)", gke.LabelScheduledMaintenanceTime)
+		}
+		if !in.Request.CanReschedule {
 			return refuse("can_reschedule is not true: GKE cannot start this maintenance on request")
 		}
-		if _, ok := nodestate.ScheduledMaintenance(node); !ok {
-			return refuse("node has no scheduled maintenance (label %s absent)", gke.LabelScheduledMaintenanceTime)
-		}
 	case nodestate.Drain:
+		if !m.Pending() {
+			return refuse("no maintenance is pending on the node (no %s label or announced window): nothing to drain for", gke.LabelScheduledMaintenanceTime)
+		}
 	default:
-		return refuse("unknown action %q", req.Action)
+		return refuse("unknown action %q", in.Request.Action)
 	}
 	if node.DeletionTimestamp != nil {
 		return refuse("node is being deleted")
@@ -112,55 +180,70 @@ func Decide(cfg *config.Config, req Request, node *corev1.Node, pool []*corev1.N
 		return refuse("perform-maintenance is already requested on the node")
 	}
 
-	if !InWindows(cfg.Windows, now) {
-		return wait("outside every maintenance window")
+	if cfg.Paused {
+		return wait(WaitPaused, "the policy is paused")
+	}
+	if !InWindows(cfg.Windows, in.Now) {
+		return wait(WaitWindow, "outside every maintenance window")
 	}
 
-	var others []*corev1.Node
-	for _, n := range pool {
-		if n.Name != node.Name {
-			others = append(others, n)
-		}
+	members := in.Members
+	if len(members) == 0 {
+		members = []*corev1.Node{node}
 	}
-	poolSize := len(others) + 1
-	poolDisrupted := 0
-	for _, n := range others {
-		if nodestate.Disrupted(n) {
-			poolDisrupted++
-		}
-	}
-	// added is how many more nodes become disrupted if the action starts. A parallel pool goes as a whole, so the
-	// cluster cap must have room for all of it: taking a coupled pool half-way disrupts its workload twice.
+	// added is how many more nodes become disrupted if the operation starts. A group goes as a whole, so the
+	// cluster cap must have room for all of it: taking a coupled pool or a slice half-way disrupts it twice.
 	added := 0
-	if !nodestate.Disrupted(node) {
-		added = 1
-	}
-	if p.Strategy == config.Parallel {
-		added += poolSize - 1 - poolDisrupted
-	}
-
-	if clusterCap := cfg.MaxDisruptedNodes; clusterCap != nil {
-		limit := clusterCap.Of(cluster.Nodes, false)
-		if cluster.Disrupted+added > limit {
-			return wait("cluster-wide cap: %d of %d nodes disrupted, %d more would exceed maxDisruptedNodes %s (%d)",
-				cluster.Disrupted, cluster.Nodes, added, clusterCap, limit)
+	for _, n := range members {
+		if !disrupted(n) {
+			added++
 		}
 	}
-
-	if p.Strategy == config.Parallel {
-		return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s goes in parallel", p.Name)}
+	group := ""
+	if len(members) > 1 {
+		group = fmt.Sprintf(" (%d nodes together)", len(members))
 	}
-	after := poolDisrupted + 1
+	if clusterCap := cfg.MaxDisruptedNodes; clusterCap != nil {
+		limit := clusterCap.Of(in.Cluster.Nodes, false)
+		if in.Cluster.Disrupted+added > limit {
+			return wait(WaitClusterCap, "cluster-wide cap: %d of %d nodes disrupted, %d more%s would exceed maxDisruptedNodes %s (%d)",
+				in.Cluster.Disrupted, in.Cluster.Nodes, added, group, clusterCap, limit)
+		}
+	}
+	if p.Strategy == config.Parallel {
+		return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s goes in parallel%s", p.Name, group)}
+	}
+
+	// Rolling: budgets count units (nodes, or whole multi-host slices).
+	own := unit(node)
+	units, down := map[string]bool{}, map[string]bool{}
+	units[own] = true
+	for _, n := range in.Pool {
+		u := unit(n)
+		units[u] = true
+		if u != own && disrupted(n) {
+			down[u] = true
+		}
+	}
+	what := "nodes"
+	if SliceOf(node) != "" {
+		what = "units (nodes or TPU slices)"
+	}
+	poolSize, after := len(units), len(down)+1
 	if maxUnavailable := p.MaxUnavailable.Of(poolSize, false); after > maxUnavailable {
-		return wait("pool %s: %d of %d nodes unavailable, maxUnavailable %s (%d)",
-			p.Name, poolDisrupted, poolSize, p.MaxUnavailable, maxUnavailable)
+		return wait(WaitPoolBudget, "pool %s: %d of %d %s unavailable, maxUnavailable %s (%d)",
+			p.Name, len(down), poolSize, what, p.MaxUnavailable, maxUnavailable)
 	}
 	if p.MinAvailable != nil {
 		if minAvailable := p.MinAvailable.Of(poolSize, true); poolSize-after < minAvailable {
-			return wait("pool %s: %d of %d nodes available, one more would go below minAvailable %s (%d)",
-				p.Name, poolSize-poolDisrupted-(1-added), poolSize, p.MinAvailable, minAvailable)
+			available := poolSize - len(down)
+			if disrupted(node) {
+				available--
+			}
+			return wait(WaitPoolBudget, "pool %s: %d of %d %s available, one more would go below minAvailable %s (%d)",
+				p.Name, available, poolSize, what, p.MinAvailable, minAvailable)
 		}
 	}
-	return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s: %d of %d nodes unavailable with this one",
-		p.Name, after, poolSize)}
+	return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s: %d of %d %s unavailable with this one%s",
+		p.Name, after, poolSize, what, group)}
 }

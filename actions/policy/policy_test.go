@@ -42,6 +42,17 @@ var (
 	}
 )
 
+// slice makes the node a host of a multi-host v5e slice (4x4 topology on 4-chip VMs: 4 hosts) in GKE node pool
+// name, governed by the rolling policy pool tpu.
+func slice(name string) nodeOpt {
+	return func(n *corev1.Node) {
+		n.Labels[gke.LabelNodePool] = name
+		n.Labels[gke.LabelInstanceType] = "ct5lp-hightpu-4t"
+		n.Labels[gke.LabelTPUTopology] = "4x4"
+		n.Labels["policy-pool"] = "tpu"
+	}
+}
+
 func ours(phase nodestate.Phase) nodeOpt {
 	return func(n *corev1.Node) {
 		n.Annotations = map[string]string{nodestate.AnnotationState: string(phase), nodestate.AnnotationAction: "drain"}
@@ -74,6 +85,9 @@ func fleet(prefix, gkePool string, count int, opts ...nodeOpt) []*corev1.Node {
 
 const basePolicy = `
 pools:
+  - name: tpu
+    nodeSelector: {policy-pool: tpu}
+    maxUnavailable: 1
   - name: training
     nodeSelector: {cloud.google.com/gke-nodepool: a3-train}
     strategy: parallel
@@ -105,6 +119,10 @@ func TestDecide(t *testing.T) {
 		cluster []*corev1.Node
 		want    Verdict
 		reason  string // substring of the reason
+		code    string // the wait code, when it waits
+		// bare keeps a drain candidate without scheduled maintenance (others get the label: every action needs
+		// maintenance pending).
+		bare bool
 	}{
 		{
 			name: "rolling pool with a free slot acts",
@@ -264,7 +282,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "perform-maintenance on a node without scheduled maintenance is refused",
 			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 3),
-			want: Refuse, reason: "no scheduled maintenance",
+			want: Refuse, reason: "no maintenance is pending",
 		},
 		{
 			name: "perform-maintenance already requested is refused",
@@ -299,6 +317,58 @@ func TestDecide(t *testing.T) {
 			want: Act,
 		},
 		{
+			name: "a drain for a node with no maintenance pending is refused",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4), bare: true,
+			want: Refuse, reason: "no maintenance is pending",
+		},
+		{
+			name:   "paused waits with code paused",
+			policy: "paused: true\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4),
+			want: Wait, reason: "paused", code: WaitPaused,
+		},
+		{
+			name:   "paused still refuses what it would refuse anyway",
+			policy: "paused: true\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4), bare: true,
+			want: Refuse, reason: "no maintenance",
+		},
+		{
+			name: "budget waits carry code pool_budget",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, cordoned),
+			want: Wait, code: WaitPoolBudget,
+		},
+		{
+			name:   "a group of 4 where the cap fits 3 waits with code cluster_cap",
+			policy: "maxDisruptedNodes: 3\n",
+			req:    drain, node: "train-0", cluster: fleet("train", "a3-train", 4),
+			want: Wait, reason: "4 more (4 nodes together)", code: WaitClusterCap,
+		},
+		{
+			name:   "a group of 4 where the cap fits 4 acts",
+			policy: "maxDisruptedNodes: 4\n",
+			req:    drain, node: "train-0", cluster: fleet("train", "a3-train", 4),
+			want: Act, reason: "4 nodes together",
+		},
+		{
+			name: "a 4-host TPU slice in a rolling pool with maxUnavailable 1 goes as one unit",
+			req:  drain, node: "tpu-0", cluster: fleet("tpu", "l4-serve", 4, slice("s1"), slice("s1"), slice("s1"), slice("s1")),
+			want: Act, reason: "1 of 1 units",
+		},
+		{
+			name: "a second slice of a rolling pool waits while the first is down",
+			req:  drain, node: "tpu-0",
+			cluster: append(fleet("tpu", "l4-serve", 2, slice("s1"), slice("s1")),
+				fleet("other", "l4-serve", 2, func(n *corev1.Node) { slice("s2")(n); cordoned(n) }, slice("s2"))...),
+			want: Wait, reason: "1 of 2 units", code: WaitPoolBudget,
+		},
+		{
+			name:   "outside the windows waits with code window",
+			policy: "windows: [{days: [Sun], start: '02:00', end: '06:00', timezone: America/Los_Angeles}]\n",
+			req:    drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 2),
+			want: Wait, code: WaitWindow,
+		},
+		{
 			name:   "refusals win over a closed window",
 			policy: "windows: [{days: [Sun], start: '02:00', end: '06:00'}]\n",
 			req:    drain, node: "other-0", cluster: fleet("other", "default-pool", 1),
@@ -316,10 +386,17 @@ func TestDecide(t *testing.T) {
 			if node == nil {
 				t.Fatalf("no node %s in the cluster", tc.node)
 			}
-			pool, cluster := Survey(cfg, node, tc.cluster)
-			got := Decide(cfg, tc.req, node, pool, cluster, saturday3am)
+			if _, ok := node.Labels[gke.LabelScheduledMaintenanceTime]; !ok && tc.req.Action == nodestate.Drain && !tc.bare {
+				scheduled(node)
+			}
+			pool, cluster := Survey(cfg, node, tc.cluster, nodestate.Disrupted)
+			got := Decide(cfg, Input{Request: tc.req, Node: node, Members: Scope(cfg, node, pool, tc.cluster), Pool: pool,
+				Cluster: cluster, Now: saturday3am})
 			if got.Verdict != tc.want || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("got %s (%q), want %s with reason containing %q", got.Verdict, got.Reason, tc.want, tc.reason)
+			}
+			if tc.code != "" && got.Code != tc.code {
+				t.Errorf("wait code %q, want %q", got.Code, tc.code)
 			}
 			if tc.want != Refuse || !strings.Contains(got.Reason, "no pool") {
 				if p := cfg.MatchPool(node.Labels); got.Pool != p.Name {
@@ -334,7 +411,7 @@ func TestSurvey(t *testing.T) {
 	cfg := mustParse(t, basePolicy)
 	all := append(fleet("serve", "l4-serve", 3, nil, cordoned), fleet("batch", "batch", 2, notReady)...)
 	fresher := mkNode("serve-0", "l4-serve", cordoned)
-	pool, cluster := Survey(cfg, fresher, all)
+	pool, cluster := Survey(cfg, fresher, all, nodestate.Disrupted)
 	if cluster != (Cluster{Nodes: 5, Disrupted: 3}) {
 		t.Errorf("cluster %+v, want 5 nodes, 3 disrupted (fresher copy of serve-0 is cordoned)", cluster)
 	}
@@ -342,7 +419,7 @@ func TestSurvey(t *testing.T) {
 		t.Errorf("pool %v: want the 3 serving nodes with the fresher copy of serve-0", pool)
 	}
 	newNode := mkNode("serve-new", "l4-serve")
-	pool, cluster = Survey(cfg, newNode, all)
+	pool, cluster = Survey(cfg, newNode, all, nodestate.Disrupted)
 	if cluster.Nodes != 6 || len(pool) != 4 {
 		t.Errorf("a node missing from the list is counted: cluster %+v, pool %d", cluster, len(pool))
 	}

@@ -29,27 +29,39 @@ type Sink interface {
 	Submit(triggers []Trigger) error
 }
 
+// DefaultUsers are the web-config users allowed to post when none are named.
+var DefaultUsers = []string{"alertmanager"}
+
 // Handler serves POST /webhook.
 type Handler struct {
 	logger   *slog.Logger
 	sink     Sink
 	maxBytes int64
+	users    map[string]bool
 	requests *prometheus.CounterVec
 }
 
-// NewHandler builds the handler; gke_disruption_webhook_requests_total registers with reg.
-func NewHandler(logger *slog.Logger, sink Sink, maxBytes int64, reg prometheus.Registerer) (*Handler, error) {
+// NewHandler builds the handler; gke_disruption_webhook_requests_total registers with reg. users are the basic-auth
+// users of the web config allowed to post (nil: DefaultUsers); any other authenticated user is refused with 403.
+func NewHandler(logger *slog.Logger, sink Sink, maxBytes int64, users []string, reg prometheus.Registerer) (*Handler, error) {
+	if users == nil {
+		users = DefaultUsers
+	}
 	h := &Handler{
 		logger:   logger,
 		sink:     sink,
 		maxBytes: maxBytes,
+		users:    map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: collector.Namespace,
 			Name:      "webhook_requests_total",
 			Help:      "Alertmanager webhook requests by HTTP status code (requests refused by the web config, 401, are not seen here).",
 		}, []string{"code"}),
 	}
-	for _, code := range []int{http.StatusOK, http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge,
+	for _, u := range users {
+		h.users[u] = true
+	}
+	for _, code := range []int{http.StatusOK, http.StatusBadRequest, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge,
 		http.StatusUnsupportedMediaType, http.StatusInternalServerError, http.StatusServiceUnavailable} {
 		h.requests.WithLabelValues(strconv.Itoa(code))
 	}
@@ -64,6 +76,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	if code != http.StatusOK {
 		h.logger.Debug("webhook request refused", "code", code, "reason", msg, "remote", r.RemoteAddr)
+		if code == http.StatusServiceUnavailable {
+			// A follower: close the connection, so Alertmanager's retry opens a new one that the Service can route
+			// to the leader rather than reusing the kept-alive one to this replica.
+			w.Header().Set("Connection", "close")
+		}
 		http.Error(w, msg, code)
 		return
 	}
@@ -79,6 +96,10 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) (int, []Result,
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return http.StatusMethodNotAllowed, nil, "only POST is allowed"
+	}
+	// The web config has already authenticated basic-auth users; only the named ones may ask for actions.
+	if user, _, ok := r.BasicAuth(); ok && !h.users[user] {
+		return http.StatusForbidden, nil, "user " + strconv.Quote(user) + " may not post alerts (--webhook.users)"
 	}
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "application/json" {

@@ -41,7 +41,7 @@ func (s *recordingSink) Submit(triggers []Trigger) error {
 func newTestHandler(t *testing.T, sink Sink, maxBytes int64) (*Handler, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	h, err := NewHandler(promslog.NewNopLogger(), sink, maxBytes, reg)
+	h, err := NewHandler(promslog.NewNopLogger(), sink, maxBytes, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +127,11 @@ func TestHandlerRefusals(t *testing.T) {
 		body        io.Reader
 		maxBytes    int64
 		sinkErr     error
+		user        string
 		want        int
 		wantText    string
 	}{
+		{name: "another web-config user", contentType: "application/json", body: bytes.NewReader(valid), user: "prometheus", want: 403, wantText: `"prometheus"`},
 		{name: "not JSON", contentType: "application/json", body: strings.NewReader("{"), want: 400, wantText: "not an Alertmanager webhook payload"},
 		{name: "JSON but not an object", contentType: "application/json", body: strings.NewReader(`["x"]`), want: 400},
 		{name: "trailing data", contentType: "application/json", body: strings.NewReader(`{"version":"4","alerts":[]} {}`), want: 400},
@@ -165,8 +167,14 @@ func TestHandlerRefusals(t *testing.T) {
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
+			if tc.user != "" {
+				req.SetBasicAuth(tc.user, "secret")
+			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
+			if close := rec.Header().Get("Connection") == "close"; close != (tc.want == http.StatusServiceUnavailable) {
+				t.Errorf("Connection: close is %v on a %d; the follower's 503 alone must close the connection", close, tc.want)
+			}
 			if rec.Code != tc.want {
 				t.Fatalf("code %d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
@@ -180,6 +188,27 @@ func TestHandlerRefusals(t *testing.T) {
 				t.Errorf("webhook_requests_total{code=%d} = %v", tc.want, got)
 			}
 		})
+	}
+}
+
+func TestHandlerAllowsNamedUsers(t *testing.T) {
+	sink := &recordingSink{}
+	reg := prometheus.NewRegistry()
+	h, err := NewHandler(promslog.NewNopLogger(), sink, DefaultMaxRequestBytes, []string{"alertmanager", "am-2"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alertmanager", "am-2", ""} {
+		req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(testdata(t, "alertmanager.json")))
+		req.Header.Set("Content-Type", "application/json")
+		if user != "" {
+			req.SetBasicAuth(user, "secret")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("user %q: code %d: %s", user, rec.Code, rec.Body)
+		}
 	}
 }
 

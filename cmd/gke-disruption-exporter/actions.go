@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
@@ -30,6 +31,10 @@ func actionsCommand(app *kingpin.Application) runFunc {
 	dryRun := cmd.Flag("dry-run", "Decide, log, emit events and metrics, but change nothing.").Bool()
 	maxRequest := cmd.Flag("webhook.max-request-size", "Largest webhook body accepted; larger ones get 413.").
 		Default("4MiB").Bytes()
+	users := cmd.Flag("webhook.users", "Web-config (basic auth) users allowed to post alerts; other authenticated users get 403 (repeatable).").
+		Default(webhook.DefaultUsers...).Strings()
+	reloadInterval := cmd.Flag("config.reload-interval", "How often the policy file is checked for changes (it is also reloaded on SIGHUP).").
+		Default(actions.DefaultReloadInterval.String()).Duration()
 
 	return func(ctx context.Context, logger *slog.Logger) error {
 		cfg, err := config.Load(*configFile)
@@ -58,8 +63,13 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			Self:            types.NamespacedName{Namespace: namespace, Name: os.Getenv("POD_NAME")},
 			LeaseNamespace:  namespace,
 			MaxRequestBytes: int64(*maxRequest),
+			WebhookUsers:    *users,
 			Registerer:      reg,
 		})
+		if err != nil {
+			return err
+		}
+		watcher, err := actions.NewConfigWatcher(logger, *configFile, *reloadInterval, svc.SetConfig, reg)
 		if err != nil {
 			return err
 		}
@@ -73,18 +83,25 @@ func actionsCommand(app *kingpin.Application) runFunc {
 
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		errc := make(chan error, 1)
-		go func() { errc <- svc.Run(ctx); cancel() }()
-		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), svc.HasSynced) {
-				server.SetReady(true)
-			}
-		}()
-		serveErr := server.ListenAndServe(ctx)
-		if err := <-errc; err != nil {
-			return err
+		hangups := make(chan os.Signal, 1)
+		signal.Notify(hangups, syscall.SIGHUP)
+		defer signal.Stop(hangups)
+		go watcher.Run(ctx, hangups)
+		server.SetReadyFunc(svc.Ready)
+
+		// The listener first: a replica that cannot serve webhooks must not campaign for the Lease.
+		if err := server.Bind(); err != nil {
+			return fmt.Errorf("serving webhooks: %w", err)
 		}
-		return serveErr
+		serveErr := make(chan error, 1)
+		go func() { serveErr <- server.ListenAndServe(ctx); cancel() }()
+		runErr := make(chan error, 1)
+		go func() { runErr <- svc.Run(ctx); cancel() }()
+		errServe, errRun := <-serveErr, <-runErr
+		if errServe != nil {
+			return fmt.Errorf("serving webhooks: %w", errServe)
+		}
+		return errRun
 	}
 }
 

@@ -4,19 +4,24 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/promslog"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
@@ -39,7 +44,8 @@ func TestActionsCommand(t *testing.T) {
 	t.Setenv("POD_NAME", "actions-0")
 	ctx := context.Background()
 	node, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "gke-l4-0", Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve"},
+		Name: "gke-l4-0", Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve",
+			"cloud.google.com/scheduled-maintenance-time": "1750000000"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +105,9 @@ func TestActionsCommand(t *testing.T) {
 		`gke_disruption_webhook_requests_total{code="200"} 1`,
 		`gke_disruption_action_duration_seconds_count{action="drain"} 1`,
 		`gke_disruption_actions_in_progress{action="drain"} 0`,
+		`gke_disruption_actions_leader 1`,
+		`gke_disruption_actions_config_last_reload_successful 1`,
+		`gke_disruption_action_state{action="drain",node="gke-l4-0",state="done"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -116,5 +125,160 @@ func TestActionsCommandRefusesBadPolicy(t *testing.T) {
 	err := run(context.Background(), promslog.NewNopLogger())
 	if err == nil || !strings.Contains(err.Error(), "pools[0].maxUnavailable") || !strings.Contains(err.Error(), "150%") {
 		t.Errorf("start-up error %v should name the key and the value", err)
+	}
+}
+
+// runActions runs the actions command until ctx ends and returns its error.
+func runActions(ctx context.Context, t *testing.T, args ...string) <-chan error {
+	t.Helper()
+	app := kingpin.New(name, "")
+	run := actionsCommand(app)
+	if _, err := app.Parse(append([]string{"actions"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, promslog.NewNopLogger()) }()
+	return done
+}
+
+// TestActionsCommandExitsWhenItCannotServe: a replica that cannot serve webhooks (port in use, bad web config)
+// exits with the reason and never campaigns for the Lease.
+func TestActionsCommandExitsWhenItCannotServe(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	ns := api.Namespace("exits")
+	t.Setenv("POD_NAMESPACE", ns)
+	policy := writePolicy(t, "pools: [{name: all}]\n")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	badWebConfig := writePolicy(t, "tls_server_config: {cert_file: /nonexistent.pem}\nbasic_auth_users: [not a map]\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"port in use", []string{"--web.listen-address=" + taken.Addr().String()}, "address already in use"},
+		{"bad web config", []string{"--web.listen-address=" + freeAddress(t), "--web.config.file=" + badWebConfig}, "serving webhooks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := runActions(ctx, t, append([]string{"--kubeconfig=" + api.Kubeconfig, "--config.file=" + policy}, tc.args...)...)
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("exit error %v, want one mentioning %q", err, tc.want)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the command kept running although it cannot serve webhooks")
+			}
+			if _, err := api.Client.CoordinationV1().Leases(ns).Get(context.Background(), actions.DefaultLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a replica that cannot serve must not hold the Lease: %v", err)
+			}
+		})
+	}
+}
+
+// TestActionsCommandReloadsPolicy: the policy is reloaded when the file changes and on SIGHUP; a bad file keeps
+// the running policy and says so in gke_disruption_actions_config_last_reload_successful.
+func TestActionsCommandReloadsPolicy(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	t.Setenv("POD_NAMESPACE", api.Namespace("reload"))
+	ctx := context.Background()
+	node, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "gke-l4-reload", Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve",
+			"cloud.google.com/scheduled-maintenance-time": "1750000000"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	if _, err := api.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const paused = "paused: true\npools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}}]\ndrain: {timeout: 1m}\n"
+	path := writePolicy(t, paused)
+	addr := freeAddress(t)
+	startCommand(t, actionsCommand, "actions", "--kubeconfig="+api.Kubeconfig, "--config.file="+path, "--web.listen-address="+addr,
+		"--config.reload-interval=200ms")
+	body := []byte(`{"version":"4","status":"firing","alerts":[{"status":"firing",` +
+		`"labels":{"alertname":"GKENodeMaintenanceNotReschedulable","node":"gke-l4-reload","gke_disruption_action":"drain"},` +
+		`"startsAt":"2025-06-07T10:00:00Z"}]}`)
+	testenv.Eventually(t, 30*time.Second, "the alert accepted by the leader", func() error {
+		resp, err := http.Post("http://"+addr+"/webhook", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("code %d", resp.StatusCode)
+		}
+		return nil
+	})
+	waitMetrics := func(step string, want ...string) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, step, func() error {
+			_, m, err := get("http://" + addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			for _, w := range want {
+				if !strings.Contains(m, w) {
+					return fmt.Errorf("no %s", w)
+				}
+			}
+			return nil
+		})
+	}
+	waitMetrics("waiting while paused", `gke_disruption_actions_waiting{action="drain",pool="serving",reason="paused"} 1`)
+
+	if err := os.WriteFile(path, []byte("pools: [{name: serving, maxUnavailable: 150%}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics("a bad file keeps the running policy", `gke_disruption_actions_config_last_reload_successful 0`,
+		`gke_disruption_actions_waiting{action="drain",pool="serving",reason="paused"} 1`)
+
+	if err := os.WriteFile(path, []byte(strings.Replace(paused, "paused: true\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics("the fixed file loaded", `gke_disruption_actions_config_last_reload_successful 1`)
+	testenv.Eventually(t, 30*time.Second, "drained once unpaused", func() error {
+		n, err := api.Client.CoreV1().Nodes().Get(ctx, "gke-l4-reload", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if r := nodestate.Read(n); r.Phase != nodestate.Done {
+			return fmt.Errorf("state %q", r.Phase)
+		}
+		return nil
+	})
+}
+
+// TestConfigWatcherReloadsOnSignal: with no file check due, a SIGHUP alone reloads the policy.
+func TestConfigWatcherReloadsOnSignal(t *testing.T) {
+	path := writePolicy(t, "pools: [{name: a}]\n")
+	loaded := make(chan bool, 4)
+	reg := prometheus.NewRegistry()
+	w, err := actions.NewConfigWatcher(promslog.NewNopLogger(), path, time.Hour, func(c *config.Config) { loaded <- c.Paused }, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signals := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx, signals)
+	if err := os.WriteFile(path, []byte("paused: true\npools: [{name: a}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signals <- syscall.SIGHUP
+	select {
+	case paused := <-loaded:
+		if !paused {
+			t.Error("the reloaded policy is not the file's new content")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("SIGHUP did not reload the policy")
 	}
 }

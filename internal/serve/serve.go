@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,10 @@ type Server struct {
 	flags  *Flags
 	logger *slog.Logger
 	ready  atomic.Bool
+	// readyFunc, when set, decides readiness at each request instead of ready.
+	readyFunc atomic.Pointer[func() bool]
+	// bound are the listeners Bind opened; ListenAndServe serves on them.
+	bound []net.Listener
 }
 
 // New builds the server with the landing page, the metrics handler under the telemetry path, and health endpoints.
@@ -49,7 +54,7 @@ func New(logger *slog.Logger, flags *Flags, name, description string, metrics ht
 		fmt.Fprintln(w, "Healthy.")
 	})
 	s.Mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
+		if !s.isReady() {
 			http.Error(w, "Not ready.", http.StatusServiceUnavailable)
 			return
 		}
@@ -78,8 +83,49 @@ func New(logger *slog.Logger, flags *Flags, name, description string, metrics ht
 // SetReady flips /-/ready.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-// ListenAndServe serves on the flag addresses until ctx ends.
+// SetReadyFunc makes /-/ready ask ready at each request (for readiness that comes and goes, such as leadership).
+func (s *Server) SetReadyFunc(ready func() bool) { s.readyFunc.Store(&ready) }
+
+func (s *Server) isReady() bool {
+	if f := s.readyFunc.Load(); f != nil {
+		return (*f)()
+	}
+	return s.ready.Load()
+}
+
+// Bind checks the web config and opens the listen addresses, so a command learns that it cannot serve before it
+// starts any work. ListenAndServe then serves on them. Systemd and vsock listeners are left to ListenAndServe.
+func (s *Server) Bind() error {
+	if path := *s.flags.Toolkit.WebConfigFile; path != "" {
+		if err := web.Validate(path); err != nil {
+			return fmt.Errorf("web config %s: %w", path, err)
+		}
+	}
+	if systemd := s.flags.Toolkit.WebSystemdSocket; systemd != nil && *systemd {
+		return nil
+	}
+	for _, address := range *s.flags.Toolkit.WebListenAddresses {
+		if strings.HasPrefix(address, "vsock://") {
+			continue
+		}
+		l, err := net.Listen("tcp", address)
+		if err != nil {
+			for _, b := range s.bound {
+				b.Close()
+			}
+			s.bound = nil
+			return err
+		}
+		s.bound = append(s.bound, l)
+	}
+	return nil
+}
+
+// ListenAndServe serves on the flag addresses (those Bind opened, if it was called) until ctx ends.
 func (s *Server) ListenAndServe(ctx context.Context) error {
+	if len(s.bound) > 0 {
+		return s.run(ctx, func(srv *http.Server) error { return web.ServeMultiple(s.bound, srv, s.flags.Toolkit, s.logger) })
+	}
 	return s.run(ctx, func(srv *http.Server) error { return web.ListenAndServe(srv, s.flags.Toolkit, s.logger) })
 }
 

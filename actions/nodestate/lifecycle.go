@@ -1,0 +1,142 @@
+package nodestate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The lifecycle of this service's work on one node. The annotations (Record) persist it; Next is its whole logic.
+//
+// States (Record.Phase, plus whether a cordon of ours is held):
+//
+//	none ──claim──► accepted ──► draining ──► done (+cordon) ──GKE finished / maintenance moved or vanished──► done
+//	                   │            │  └──drain failed──► failed (+cordon while unmovable maintenance is pending) ─┐
+//	                   │            └──(perform-maintenance)──► maintenance-requested ──GKE finished──► done        │
+//	                   └──(perform-maintenance, no drain first)──┘                                                 ▼
+//	                                                          GKE finished / maintenance moved or vanished: failed
+//
+// Events that move it: the claim (an alert decided by the policy); drain done or failed; GKE maintenance started
+// (active-node-maintenance label or impending-termination taint: noted once); GKE finished (quiet and Ready after
+// maintenance was noted, or the maintenance no longer announced); the maintenance moved (a different one is
+// announced before GKE started: the work no longer serves anything and ends, lifting our cordon and our
+// perform-maintenance label); the node deleted (its work is forgotten with it); leadership lost or a restart (the
+// next leader reads the same Record and carries on). Alerts — repeats, resolves, later startsAt — never move work:
+// an alert for a maintenance that work already serves is a repeat.
+//
+// Every state has an end: accepted and draining end in done or failed; maintenance-requested and a held cordon end
+// when GKE finishes or the maintenance moves or vanishes; done and failed without a cordon are final for their
+// maintenance (a new maintenance is new work).
+
+// Observation is what the node shows now, as far as the lifecycle cares.
+type Observation struct {
+	Maintenance      Maintenance
+	InMaintenance    bool
+	PerformRequested bool
+	Ready            bool
+}
+
+// Observe reads the observation from a node.
+func Observe(node *corev1.Node) Observation {
+	return Observation{
+		Maintenance:      PendingMaintenance(node),
+		InMaintenance:    InMaintenance(node),
+		PerformRequested: PerformMaintenanceRequested(node),
+		Ready:            Ready(node),
+	}
+}
+
+// Step is what the executor does next for a node's work.
+type Step string
+
+const (
+	// StepNone: nothing to do until the node changes.
+	StepNone Step = "none"
+	// StepStartDrain: cordon and start evicting.
+	StepStartDrain Step = "start-drain"
+	// StepContinueDrain: keep (or resume) evicting.
+	StepContinueDrain Step = "continue-drain"
+	// StepRequest: set perform-maintenance=true.
+	StepRequest Step = "request-maintenance"
+	// StepNoteSeen: record that GKE's maintenance is under way.
+	StepNoteSeen Step = "note-maintenance-seen"
+	// StepYield: GKE started the maintenance before this service did anything; end without acting.
+	StepYield Step = "yield"
+	// StepFinish: GKE has finished; end the work and lift our cordon.
+	StepFinish Step = "finish"
+	// StepAbandon: the maintenance moved or vanished before GKE started it; end the work, lift our cordon and our
+	// perform-maintenance label.
+	StepAbandon Step = "abandon"
+)
+
+// Next is the lifecycle: the step the work recorded in r takes when the node shows o. drainFirst is the policy's
+// performMaintenance.drainFirst. The reason explains the step for Events and the reason annotation.
+func Next(r Record, o Observation, drainFirst bool) (Step, string) {
+	if !r.Active() && !r.HoldsCordon() {
+		return StepNone, ""
+	}
+	if o.InMaintenance {
+		switch {
+		case r.Phase == Accepted:
+			return StepYield, "GKE started the maintenance before this service acted"
+		case !r.MaintenanceSeen:
+			return StepNoteSeen, "GKE maintenance under way"
+		case r.Phase == Draining:
+			return StepContinueDrain, ""
+		}
+		return StepNone, ""
+	}
+	quietAndReady := !o.PerformRequested && o.Ready
+	if !r.MaintenanceSeen && !o.Maintenance.Serves(r.Maintenance) {
+		switch {
+		case o.Maintenance.Pending():
+			return StepAbandon, fmt.Sprintf("maintenance %s moved to %s before it started", orNone(r.Maintenance), o.Maintenance.Key())
+		case r.Phase == MaintenanceRequested || r.HoldsCordon():
+			// The maintenance requested or drained for is no longer announced: it happened while unobserved, or
+			// GKE withdrew it. Either way nothing is left to wait for.
+			if quietAndReady {
+				return StepFinish, "maintenance " + orNone(r.Maintenance) + " is no longer announced"
+			}
+			if o.PerformRequested {
+				return StepAbandon, "maintenance " + orNone(r.Maintenance) + " is no longer announced; request withdrawn"
+			}
+			return StepNone, ""
+		default:
+			return StepAbandon, "maintenance " + orNone(r.Maintenance) + " is no longer announced"
+		}
+	}
+	switch r.Phase {
+	case Accepted:
+		if r.Action == Drain || drainFirst {
+			return StepStartDrain, ""
+		}
+		return StepRequest, ""
+	case Draining:
+		if r.MaintenanceSeen && quietAndReady {
+			return StepFinish, "GKE finished maintenance before the drain did"
+		}
+		return StepContinueDrain, ""
+	}
+	// maintenance-requested, or a cordon held after done/failed: wait for GKE to finish.
+	if r.MaintenanceSeen && quietAndReady {
+		return StepFinish, "GKE finished maintenance"
+	}
+	return StepNone, ""
+}
+
+// KeepCordonOnFailure: a failed drain keeps our cordon while the maintenance it served cannot be moved and is still
+// pending (or under way): pods scheduled there would be killed by it anyway.
+func KeepCordonOnFailure(r Record, o Observation) bool {
+	return r.Action == Drain && (o.InMaintenance || o.Maintenance.Serves(r.Maintenance))
+}
+
+// Serves reports whether the record's work (in progress or finished) is for the maintenance now announced, so an
+// alert for that maintenance is a repeat.
+func Serves(r Record, m Maintenance) bool { return r.Phase != "" && m.Serves(r.Maintenance) }
+
+func orNone(key string) string {
+	if key == "" {
+		return "(none recorded)"
+	}
+	return key
+}

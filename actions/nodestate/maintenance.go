@@ -1,0 +1,123 @@
+package nodestate
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+)
+
+// Maintenance is the maintenance GKE has announced on a node and not yet started: its scheduled-maintenance-time
+// label, else the window GKE's maintenance handler announced in the node.gke.io/upcoming-maintenance annotation.
+type Maintenance struct {
+	// Label is the scheduled-maintenance-time label's value ("" when absent or not epoch seconds).
+	Label string
+	// WindowStart is the announced window's start (zero when not announced).
+	WindowStart time.Time
+	// CanReschedule is GKE's word on the annotation: "true", "false" or "" (unknown).
+	CanReschedule string
+}
+
+// LabelKey is the Key of a maintenance known by its scheduled-maintenance-time label value.
+func LabelKey(v string) string { return "scheduled/" + v }
+
+// Key identifies the maintenance in AnnotationMaintenance: the label's value when there is one, else the window
+// start. Empty means no maintenance.
+func (m Maintenance) Key() string {
+	switch {
+	case m.Label != "":
+		return LabelKey(m.Label)
+	case !m.WindowStart.IsZero():
+		return "window/" + m.WindowStart.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
+// Pending reports whether any maintenance is announced.
+func (m Maintenance) Pending() bool { return m.Key() != "" }
+
+// Start is when the maintenance is due: the label's time, else the window start.
+func (m Maintenance) Start() time.Time {
+	if secs, ok := gke.ParseMaintenanceTime(m.Label); ok {
+		return time.Unix(secs, 0).UTC()
+	}
+	return m.WindowStart
+}
+
+// Serves reports whether work recorded for key serves this maintenance. The label and the annotation describe the
+// same maintenance: work keyed on the window still serves it after GKE adds the label, and work keyed on the label
+// after GKE drops it but keeps announcing the window at the same time.
+func (m Maintenance) Serves(key string) bool {
+	if key == "" || !m.Pending() {
+		return false
+	}
+	if key == m.Key() {
+		return true
+	}
+	if w, ok := strings.CutPrefix(key, "window/"); ok && !m.WindowStart.IsZero() {
+		return w == m.WindowStart.UTC().Format(time.RFC3339)
+	}
+	if v, ok := strings.CutPrefix(key, "scheduled/"); ok && m.Label == "" {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		return err == nil && m.WindowStart.Equal(time.Unix(secs, 0))
+	}
+	return false
+}
+
+// upcomingMaintenance is the part of GKE's node.gke.io/upcoming-maintenance JSON the actions read.
+type upcomingMaintenance struct {
+	Status        string          `json:"maintenance_status"`
+	CanReschedule json.RawMessage `json:"can_reschedule"`
+	WindowStart   string          `json:"window_start_time"`
+}
+
+// PendingMaintenance reads the maintenance announced on the node and not yet started. A malformed label or
+// annotation announces nothing.
+func PendingMaintenance(node *corev1.Node) Maintenance {
+	var m Maintenance
+	if v := node.Labels[gke.LabelScheduledMaintenanceTime]; v != "" {
+		if _, ok := gke.ParseMaintenanceTime(v); ok {
+			m.Label = v
+		}
+	}
+	if raw := node.Annotations[gke.AnnotationUpcomingMaintenance]; raw != "" {
+		var u upcomingMaintenance
+		if json.Unmarshal([]byte(raw), &u) == nil {
+			switch strings.ToUpper(u.Status) {
+			case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
+				if t, err := time.Parse(time.RFC3339, u.WindowStart); err == nil {
+					m.WindowStart = t.UTC()
+				}
+				m.CanReschedule = canReschedule(u.CanReschedule)
+			}
+		}
+	}
+	return m
+}
+
+// canReschedule reads a string or a boolean.
+func canReschedule(raw json.RawMessage) string {
+	s := strings.Trim(strings.ToLower(strings.TrimSpace(string(raw))), `"`)
+	switch s {
+	case "true", "false":
+		return s
+	}
+	return ""
+}
+
+// KeyStart is when the maintenance a Key names was due.
+func KeyStart(key string) (time.Time, bool) {
+	if v, ok := strings.CutPrefix(key, "scheduled/"); ok {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		return time.Unix(secs, 0).UTC(), err == nil
+	}
+	if v, ok := strings.CutPrefix(key, "window/"); ok {
+		t, err := time.Parse(time.RFC3339, v)
+		return t, err == nil
+	}
+	return time.Time{}, false
+}
