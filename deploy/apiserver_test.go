@@ -220,6 +220,7 @@ var needs = map[string][]access{
 		{"patch", "", "nodes", "", anyNamespace},
 		{"get", "", "pods", "", anyNamespace},
 		{"list", "", "pods", "", anyNamespace},
+		{"watch", "", "pods", "", anyNamespace},
 		{"create", "", "pods", "eviction", anyNamespace},
 		{"get", "apps", "daemonsets", "", anyNamespace},
 		{"create", "", "events", "", "default"},

@@ -36,6 +36,22 @@ type Config struct {
 	Pools              []Pool             `yaml:"pools"`
 	Drain              Drain              `yaml:"drain"`
 	PerformMaintenance PerformMaintenance `yaml:"performMaintenance"`
+	// AcceleratorResources are the extended resources whose pods keep a node busy for opportunistic maintenance
+	// (default nvidia.com/gpu and google.com/tpu).
+	AcceleratorResources []string `yaml:"acceleratorResources"`
+}
+
+// DefaultAcceleratorResources are the accelerator resources GKE's GPU and TPU nodes expose.
+var DefaultAcceleratorResources = []string{"nvidia.com/gpu", "google.com/tpu"}
+
+// Opportunistic reports whether any pool has opportunistic maintenance.
+func (c *Config) Opportunistic() bool {
+	for _, p := range c.Pools {
+		if p.Opportunistic != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Window is a weekly time range in a timezone. End before start runs past midnight into the next day; the days
@@ -57,6 +73,18 @@ type Pool struct {
 	MaxUnavailable IntOrPercent `yaml:"maxUnavailable"`
 	// MinAvailable is how many of the pool's nodes must stay undisrupted (rolling only; nil means no minimum).
 	MinAvailable *IntOrPercent `yaml:"minAvailable"`
+	// Opportunistic, when set, lets the service itself start reschedulable maintenance on idle nodes of the pool.
+	Opportunistic *Opportunistic `yaml:"opportunistic"`
+}
+
+// Opportunistic configures opportunistic maintenance for a pool.
+type Opportunistic struct {
+	// NodeIdleTime is how long no pod requesting an accelerator may have run on a node (required, > 0).
+	NodeIdleTime Duration `yaml:"nodeIdleTime"`
+	// MinNodes is how many of the pool's nodes (multi-host TPU slices: slices) must stay available.
+	MinNodes int `yaml:"minNodes"`
+	// Window is how long before the scheduled maintenance a node may be taken (required, > 0).
+	Window Duration `yaml:"window"`
 }
 
 // Drain configures evictions.
@@ -160,6 +188,19 @@ func (c *Config) complete(present map[string]bool) error {
 		if p.Strategy == "" {
 			p.Strategy = Rolling
 		}
+		if o := p.Opportunistic; o != nil {
+			for key, d := range map[string]Duration{"nodeIdleTime": o.NodeIdleTime, "window": o.Window} {
+				if !present[path+".opportunistic."+key] {
+					return fmt.Errorf("%s.opportunistic.%s: required", path, key)
+				}
+				if d == 0 {
+					return fmt.Errorf("%s.opportunistic.%s: must be greater than 0", path, key)
+				}
+			}
+			if o.MinNodes < 0 {
+				return fmt.Errorf("%s.opportunistic.minNodes: %d is negative", path, o.MinNodes)
+			}
+		}
 		switch p.Strategy {
 		case Parallel:
 			for _, key := range []string{"maxUnavailable", "minAvailable"} {
@@ -193,6 +234,14 @@ func (c *Config) complete(present map[string]bool) error {
 	if c.Drain.MaxGracePeriod > 0 && c.Drain.MaxGracePeriod >= c.Drain.Timeout {
 		return fmt.Errorf("drain.maxGracePeriod (%s) must be below drain.timeout (%s): a pod using its whole grace period would fail every drain",
 			time.Duration(c.Drain.MaxGracePeriod), time.Duration(c.Drain.Timeout))
+	}
+	if !present["acceleratorResources"] {
+		c.AcceleratorResources = DefaultAcceleratorResources
+	}
+	for i, r := range c.AcceleratorResources {
+		if errs := validation.IsQualifiedName(r); len(errs) > 0 {
+			return fmt.Errorf("acceleratorResources[%d]: %q is not a resource name: %s", i, r, errs[0])
+		}
 	}
 	if !present["drain.deleteEmptyDirData"] {
 		c.Drain.DeleteEmptyDirData = true

@@ -11,6 +11,7 @@ import (
 // designExample is the schema example from the design document, verbatim.
 const designExample = `
 dryRun: false
+paused: false
 maxDisruptedNodes: "10%"        # cluster-wide cap, count or percent of nodes
 windows:                        # when new actions may start; none listed = any time
   - days: [Sat, Sun]
@@ -26,6 +27,10 @@ pools:                          # first match wins; a node matching none is refu
     strategy: rolling
     maxUnavailable: 1           # count or percent of the pool
     minAvailable: 2
+    opportunistic:              # optional: start reschedulable maintenance on idle nodes
+      nodeIdleTime: 10m         # no pod using an accelerator for this long
+      minNodes: 2               # never fewer available nodes in the pool
+      window: 336h              # only this long before the scheduled maintenance
 drain:
   maxGracePeriod: 10m           # caps each pod's terminationGracePeriodSeconds
   timeout: 30m
@@ -60,6 +65,12 @@ func TestParseDesignExample(t *testing.T) {
 	}
 	if serving.Strategy != Rolling || serving.MaxUnavailable != (IntOrPercent{Value: 1}) || serving.MinAvailable == nil || *serving.MinAvailable != (IntOrPercent{Value: 2}) {
 		t.Errorf("serving pool: %+v", serving)
+	}
+	if o := serving.Opportunistic; o == nil || *o != (Opportunistic{NodeIdleTime: Duration(10 * time.Minute), MinNodes: 2, Window: Duration(336 * time.Hour)}) {
+		t.Errorf("serving opportunistic: %+v", o)
+	}
+	if training.Opportunistic != nil || cfg.Paused || strings.Join(cfg.AcceleratorResources, ",") != "nvidia.com/gpu,google.com/tpu" {
+		t.Errorf("training opportunistic %+v, paused %v, accelerator resources %v", training.Opportunistic, cfg.Paused, cfg.AcceleratorResources)
 	}
 	want := Drain{MaxGracePeriod: Duration(10 * time.Minute), Timeout: Duration(30 * time.Minute), EvictionRetryDelay: Duration(5 * time.Second), DeleteEmptyDirData: true}
 	if cfg.Drain != want {
@@ -153,6 +164,12 @@ func TestParseErrors(t *testing.T) {
 		{"zero grace cap", "pools: [{name: a}]\ndrain: {maxGracePeriod: 0s}\n", []string{"drain.maxGracePeriod", "at least 1s"}},
 		{"grace cap not below timeout", "pools: [{name: a}]\ndrain: {maxGracePeriod: 30m, timeout: 30m}\n", []string{"drain.maxGracePeriod", "drain.timeout", "30m0s"}},
 		{"grace cap over default timeout", "pools: [{name: a}]\ndrain: {maxGracePeriod: 1h}\n", []string{"drain.maxGracePeriod", "drain.timeout"}},
+		{"opportunistic without nodeIdleTime", "pools: [{name: a, opportunistic: {minNodes: 1, window: 24h}}]\n", []string{"pools[0].opportunistic.nodeIdleTime", "required"}},
+		{"opportunistic zero window", "pools: [{name: a, opportunistic: {nodeIdleTime: 10m, window: 0s}}]\n", []string{"pools[0].opportunistic.window", "greater than 0"}},
+		{"opportunistic negative minNodes", "pools: [{name: a, opportunistic: {nodeIdleTime: 10m, window: 1h, minNodes: -1}}]\n", []string{"pools[0].opportunistic.minNodes", "negative"}},
+		{"opportunistic fractional minNodes", "pools: [{name: a, opportunistic: {nodeIdleTime: 10m, window: 1h, minNodes: 1.5}}]\n", []string{"pools[0].opportunistic.minNodes", "whole number"}},
+		{"opportunistic unknown key", "pools: [{name: a, opportunistic: {nodeIdleTime: 10m, window: 1h, idle: 1}}]\n", []string{"pools[0].opportunistic.idle", "unknown key"}},
+		{"bad accelerator resource", "acceleratorResources: ['bad name!']\npools: [{name: a}]\n", []string{"acceleratorResources[0]", "bad name!"}},
 		{"bad paused", "paused: maybe\npools: [{name: a}]\n", []string{"paused", "true or false"}},
 		{"bad bool", "dryRun: yes please\npools: [{name: a}]\n", []string{"dryRun", "true or false"}},
 		{"bad weekday", "pools: [{name: a}]\nwindows: [{days: [Sat, Caturday], start: '02:00', end: '03:00'}]\n", []string{"windows[0].days[1]", "Caturday"}},

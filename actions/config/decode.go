@@ -71,6 +71,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		}
 		v.SetString(n.Value)
 		return nil
+	case reflect.Int:
+		i, err := strconv.Atoi(n.Value)
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil {
+			return fmt.Errorf("%s: expected a whole number, got %s", path, describe(n))
+		}
+		v.SetInt(int64(i))
+		return nil
 	case reflect.Bool:
 		b, err := strconv.ParseBool(n.Value)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || err != nil {

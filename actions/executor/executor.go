@@ -98,6 +98,11 @@ type Executor struct {
 	simulated map[string]simulatedClaim
 	drains    map[string]drainRun
 	drainWG   sync.WaitGroup
+
+	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
+	idleOnce sync.Once
+	idle     *idleTracker
+	watchCtx context.Context
 }
 
 // New builds an executor; Run starts its node watch, Lead its work.
@@ -164,6 +169,9 @@ func (e *Executor) SetConfig(cfg *config.Config) {
 
 // Run watches nodes until ctx ends.
 func (e *Executor) Run(ctx context.Context) {
+	e.mu.Lock()
+	e.watchCtx = ctx
+	e.mu.Unlock()
 	e.factory.Start(ctx.Done())
 	<-ctx.Done()
 	e.factory.Shutdown()
@@ -234,6 +242,13 @@ func (e *Executor) Lead(ctx context.Context) error {
 	e.logger.Info("leading: acting on nodes", "unfinished_nodes", resumed, "dry_run", e.dryRun())
 
 	var workers sync.WaitGroup
+	e.mu.Lock()
+	watchCtx := e.watchCtx
+	e.mu.Unlock()
+	if watchCtx != nil {
+		workers.Add(1)
+		go func() { defer workers.Done(); e.runOpportunistic(ctx, watchCtx) }()
+	}
 	for range defaultWorkers {
 		workers.Add(1)
 		go func() {

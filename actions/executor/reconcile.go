@@ -406,7 +406,6 @@ func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodestate.Re
 // abandon ends work whose maintenance moved or vanished before GKE started it, or that GKE started first: it lifts
 // our cordon and our perform-maintenance request, so a new maintenance is new work.
 func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation, why string) error {
-	e.stopDrain(node.Name, "")
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
 		nodestate.AnnotationReason:     why,
 		nodestate.AnnotationCordonedBy: nil,
@@ -427,6 +426,7 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate
 	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
 		return fmt.Errorf("ending work: %w", err)
 	}
+	e.stopDrain(node.Name, "") // after the patch: abandon may run inside the drain it stops
 	if rec.Phase == nodestate.Accepted || rec.Phase == nodestate.Draining {
 		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
 	}
@@ -438,7 +438,6 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate
 // finish ends work once GKE has finished: perform-maintenance becomes done, and our cordon (never anyone else's) is
 // lifted.
 func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.Record, why string) error {
-	e.stopDrain(node.Name, "")
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{nodestate.AnnotationCordonedBy: nil}}
 	if rec.Active() {
 		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
@@ -452,6 +451,7 @@ func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.
 	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
 		return fmt.Errorf("finishing: %w", err)
 	}
+	e.stopDrain(node.Name, "")
 	if rec.Phase == nodestate.Draining {
 		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
 	}

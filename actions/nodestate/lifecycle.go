@@ -107,7 +107,8 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 	}
 	switch r.Phase {
 	case Accepted:
-		if r.Action == Drain || drainFirst {
+		// Opportunistic maintenance always cordons first, so no accelerator pod lands between decision and request.
+		if r.Action == Drain || r.Action == OpportunisticMaintenance || drainFirst {
 			return StepStartDrain, ""
 		}
 		return StepRequest, ""

@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+)
+
+// OpportunisticInput is what picking an idle node reads.
+type OpportunisticInput struct {
+	Pool *config.Pool
+	// Nodes are the nodes the pool governs.
+	Nodes []*corev1.Node
+	// Idle is how long no pod requesting an accelerator has run on a node (0: busy now).
+	Idle func(*corev1.Node) time.Duration
+	// Disrupted reports a node that counts against budgets.
+	Disrupted func(*corev1.Node) bool
+	// Claimable reports a node with maintenance announced and no work of this service on it.
+	Claimable func(*corev1.Node) bool
+	Now       time.Time
+}
+
+// PickOpportunistic chooses the unit (a node, or a whole multi-host TPU slice) of the pool that may start its
+// reschedulable maintenance now because it is idle: every node of it idle for nodeIdleTime, with maintenance that
+// GKE says can be rescheduled starting within window, not opted out (cloud.google.com/opportunistic-disable=true)
+// and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config); and taking it keeps
+// minNodes units of the pool available. The unit whose maintenance comes first wins. It returns nil when none may go,
+// else the unit's nodes and a reason for the Event.
+func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
+	o := in.Pool.Opportunistic
+	if o == nil {
+		return nil, ""
+	}
+	units := map[string][]*corev1.Node{}
+	down := map[string]bool{}
+	for _, n := range in.Nodes {
+		u := unit(n)
+		units[u] = append(units[u], n)
+		if in.Disrupted(n) {
+			down[u] = true
+		}
+	}
+	available := len(units) - len(down)
+	if available-1 < o.MinNodes {
+		return nil, ""
+	}
+	type candidate struct {
+		id    string
+		nodes []*corev1.Node
+		due   time.Time
+		idle  time.Duration
+	}
+	var candidates []candidate
+	for id, nodes := range units {
+		if down[id] {
+			continue
+		}
+		c := candidate{id: id, nodes: nodes, idle: time.Duration(o.NodeIdleTime) + 1}
+		ok := true
+		for _, n := range nodes {
+			m := nodestate.PendingMaintenance(n)
+			idle := in.Idle(n)
+			if !in.Claimable(n) || m.CanReschedule != "true" || m.Start().Sub(in.Now) > time.Duration(o.Window) ||
+				idle < time.Duration(o.NodeIdleTime) || n.Labels[gke.LabelOpportunisticDisable] == "true" ||
+				n.Annotations[gke.AnnotationOpportunisticConfig] != "" {
+				ok = false
+				break
+			}
+			if c.due.IsZero() || m.Start().Before(c.due) {
+				c.due = m.Start()
+			}
+			c.idle = min(c.idle, idle)
+		}
+		if ok {
+			slices.SortFunc(c.nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+			candidates = append(candidates, c)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil, ""
+	}
+	slices.SortFunc(candidates, func(a, b candidate) int {
+		if c := a.due.Compare(b.due); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	best := candidates[0]
+	what := "nodes"
+	if len(best.nodes) > 1 {
+		what = "units (nodes or TPU slices)"
+	}
+	return best.nodes, fmt.Sprintf("idle %s, maintenance in %s, pool keeps %d of %d %s",
+		best.idle.Round(time.Second), best.due.Sub(in.Now).Round(time.Minute), available-1, len(units), what)
+}
