@@ -58,14 +58,18 @@ func (m Maintenance) Serves(key string) bool {
 	if key == m.Key() {
 		return true
 	}
-	if w, ok := strings.CutPrefix(key, "window/"); ok && !m.WindowStart.IsZero() {
-		return w == m.WindowStart.UTC().Format(time.RFC3339)
+	// The other source announces the same maintenance when it names the same instant.
+	at, ok := KeyStart(key)
+	if !ok {
+		return false
 	}
-	if v, ok := strings.CutPrefix(key, "scheduled/"); ok && m.Label == "" {
-		secs, err := strconv.ParseInt(v, 10, 64)
-		return err == nil && m.WindowStart.Equal(time.Unix(secs, 0))
+	if strings.HasPrefix(key, "window/") {
+		if !m.WindowStart.IsZero() {
+			return m.WindowStart.Equal(at)
+		}
+		return m.Start().Equal(at)
 	}
-	return false
+	return m.Label == "" && m.WindowStart.Equal(at)
 }
 
 // upcomingMaintenance is the part of GKE's node.gke.io/upcoming-maintenance JSON the actions read.
@@ -84,19 +88,35 @@ func PendingMaintenance(node *corev1.Node) Maintenance {
 			m.Label = v
 		}
 	}
-	if raw := node.Annotations[gke.AnnotationUpcomingMaintenance]; raw != "" {
-		var u upcomingMaintenance
-		if json.Unmarshal([]byte(raw), &u) == nil {
-			switch strings.ToUpper(u.Status) {
-			case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
-				if t, err := time.Parse(time.RFC3339, u.WindowStart); err == nil {
-					m.WindowStart = t.UTC()
-				}
-				m.CanReschedule = canReschedule(u.CanReschedule)
+	if u, ok := announcement(node); ok {
+		switch strings.ToUpper(u.Status) {
+		case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
+			if t, err := time.Parse(time.RFC3339, u.WindowStart); err == nil {
+				m.WindowStart = t.UTC()
 			}
+			m.CanReschedule = canReschedule(u.CanReschedule)
 		}
 	}
 	return m
+}
+
+// announcement is GKE's upcoming-maintenance annotation, when it parses.
+func announcement(node *corev1.Node) (upcomingMaintenance, bool) {
+	raw := node.Annotations[gke.AnnotationUpcomingMaintenance]
+	if raw == "" {
+		return upcomingMaintenance{}, false
+	}
+	var u upcomingMaintenance
+	if json.Unmarshal([]byte(raw), &u) != nil {
+		return upcomingMaintenance{}, false
+	}
+	return u, true
+}
+
+// announcedOngoing reports GKE's maintenance handler saying the announced maintenance has started.
+func announcedOngoing(node *corev1.Node) bool {
+	u, ok := announcement(node)
+	return ok && strings.EqualFold(u.Status, "ONGOING")
 }
 
 // canReschedule reads a string or a boolean.

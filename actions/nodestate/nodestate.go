@@ -162,9 +162,9 @@ func parseTime(s string) time.Time {
 }
 
 // InMaintenance reports GKE maintenance under way: label active-node-maintenance (any value: ONGOING, terminating,
-// passthrough, …) or the impending-termination taint.
+// passthrough, …), the impending-termination taint, or GKE's upcoming-maintenance annotation saying ONGOING.
 func InMaintenance(node *corev1.Node) bool {
-	if v := node.Labels[gke.LabelActiveNodeMaintenance]; v != "" {
+	if v := node.Labels[gke.LabelActiveNodeMaintenance]; v != "" || announcedOngoing(node) {
 		return true
 	}
 	for _, t := range node.Spec.Taints {
