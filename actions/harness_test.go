@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -75,6 +76,8 @@ type replicaOpts struct {
 	webConfig string // exporter-toolkit web config file
 	self      types.NamespacedName
 	dryRun    bool
+	// wrapTransport, when set, wraps the replica's API client transport (fault injection).
+	wrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // logBuffer keeps a replica's logs and prints them if the test fails.
@@ -110,7 +113,11 @@ func startReplica(t *testing.T, api *testenv.APIServer, policy string, o replica
 			logs.mu.Unlock()
 		}
 	})
-	client, err := kubernetes.NewForConfig(api.Config)
+	restConfig := rest.CopyConfig(api.Config)
+	if o.wrapTransport != nil {
+		restConfig.Wrap(o.wrapTransport)
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
