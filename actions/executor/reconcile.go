@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -48,6 +49,9 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 		return 0, err
 	}
 	rec, obs := nodestate.Read(node), nodestate.Observe(node)
+	if rec.Active() {
+		e.served(name)
+	}
 	if rec.Active() || rec.HoldsCordon() {
 		if e.dryRun() {
 			e.logger.Debug("dry run: leaving unfinished work on the node as it is", "node", name, "action", rec.Action, "state", rec.Phase)
@@ -233,6 +237,7 @@ func (e *Executor) claimGroup(ctx context.Context, action nodestate.Action, memb
 			continue
 		}
 		last = claimed
+		e.served(n.Name)
 		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", action, why)
 	}
 	if last != nil {
@@ -245,6 +250,9 @@ func (e *Executor) claimGroup(ctx context.Context, action nodestate.Action, memb
 	}
 	return nil
 }
+
+// errNotClaimable: a node that changed since it was read may no longer be claimed (it left the group).
+var errNotClaimable = errors.New("it may no longer be claimed")
 
 // claim records the claim on a node with a conditional patch. A node that changed since it was read (a cached group
 // member) is read again and claimed only if it still may be.
@@ -277,7 +285,7 @@ func (e *Executor) claim(ctx context.Context, node *corev1.Node, action nodestat
 		return nil, err
 	}
 	if !e.claimable(fresh) {
-		return nil, fmt.Errorf("node %s changed and may no longer be claimed", node.Name)
+		return nil, fmt.Errorf("node %s changed: %w", node.Name, errNotClaimable)
 	}
 	annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(fresh).Key()
 	return e.patchNode(ctx, node.Name, nodePatch{resourceVersion: fresh.ResourceVersion, annotations: annotations})
@@ -314,10 +322,15 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 	e.logger.Info("completing a group claimed half-way", "node", node.Name, "missing", len(missing))
 	for _, n := range missing {
 		claimed, err := e.claim(ctx, n, rec.Action, group, rec.Opportunistic)
-		if err != nil {
-			e.logger.Warn("group member not claimed", "node", n.Name, "err", err)
+		if errors.Is(err, errNotClaimable) {
+			e.logger.Info("group member left the group", "node", n.Name, "err", err)
 			continue
 		}
+		if err != nil {
+			// No member proceeds while the group is claimed half-way; the step is tried again.
+			return fmt.Errorf("completing the group: claiming %s: %w", n.Name, err)
+		}
+		e.served(n.Name)
 		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: completing the group of %d nodes", rec.Action, len(rec.Group))
 		if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
 			e.logger.Warn("the next decision may not count this claim", "err", err)
@@ -469,6 +482,15 @@ func (e *Executor) succeeded(rec nodestate.Record) {
 func (e *Executor) observeDuration(rec nodestate.Record) {
 	if !rec.AcceptedAt.IsZero() {
 		e.metrics.duration.WithLabelValues(string(rec.Action)).Observe(time.Since(rec.AcceptedAt).Seconds())
+	}
+}
+
+// served marks the node's live alert as served by work: no longer waiting, and its resolve withdraws nothing.
+func (e *Executor) served(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.alerts[name]; ok {
+		a.pool, a.waitCode = "", ""
 	}
 }
 
