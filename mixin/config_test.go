@@ -109,7 +109,7 @@ func TestConfigOverrides(t *testing.T) {
 func TestInterruptionsWindowMustBeRecorded(t *testing.T) {
 	_, err := newVM().EvaluateAnonymousSnippet("test.jsonnet",
 		`((import 'mixin.libsonnet') + { _config+:: { interruptionsWindow: '2h' } }).prometheusAlerts`)
-	if err == nil || !strings.Contains(err.Error(), "interruptionsWindow must be 1h, 1d or 7d") {
+	if err == nil || !strings.Contains(err.Error(), "interruptionsWindow must be one of interruptionsWindows (1d, 1h, 7d)") {
 		t.Errorf("an unrecorded window gave %v, want an error naming interruptionsWindow", err)
 	}
 }
