@@ -32,7 +32,8 @@
     signalGapTolerance: '15m',
     // gke_node_info is remembered this long for the labels it adds (node_pool, zone, ...): node pools and zones
     // never change for a node, and a label set that changed on a gap would make an alert resolve and fire anew.
-    nodeInfoMemory: '6h',
+    // Every join reads this much of gke_node_info for every node, so keep it short for large clusters.
+    nodeInfoMemory: '30m',
     // The answer to "can this maintenance be rescheduled" (node agent or the cluster-side annotation) is
     // remembered this long. A node with maintenance but no answer for this long has can_reschedule="unknown".
     // When the answers disagree within it, "false" wins: a drain is the action that is safe without knowing.
@@ -57,6 +58,11 @@
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
     maintenanceStuckThreshold: '2h',
+
+    // The windows within which the nodes with maintenance coming are counted per pool
+    // (node_pool:gke_node_maintenance_scheduled:count_next24h), by the name the recording rule ends with. The
+    // dashboards use both.
+    maintenanceScheduledWindows: { '24h': '24h', '7d': '7d' },
 
     // The windows the interruption counts are recorded over, by the name the recording rule ends with
     // (node_pool_type_reason:gke_node_pool_interruptions:increase1h). The dashboards use all three.

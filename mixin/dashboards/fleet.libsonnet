@@ -69,7 +69,7 @@ local common = import 'common.libsonnet';
             g.table(
               'Capacity at risk, by node pool',
               "Share of each node pool's nodes whose host maintenance starts within 24 hours and within 7 days (or has started), most first.",
-              [g.target(share(24 * 3600), instant=true), g.target(share(7 * 24 * 3600), instant=true)],
+              [g.target(share(utils.seconds(c.maintenanceScheduledWindows['24h'])), instant=true), g.target(share(utils.seconds(c.maintenanceScheduledWindows['7d'])), instant=true)],
               [
                 [c.clusterLabel, 'Cluster'],
                 ['node_pool', 'Node pool'],
@@ -83,7 +83,7 @@ local common = import 'common.libsonnet';
             g.timeseries(
               'Share of nodes with maintenance within 24h, by node pool',
               "Share of each node pool's nodes whose host maintenance starts within 24 hours, or has started.",
-              [g.target(share(24 * 3600), '{{node_pool}}')],
+              [g.target(share(utils.seconds(c.maintenanceScheduledWindows['24h'])), '{{node_pool}}')],
               unit='percentunit',
             ),
           ],

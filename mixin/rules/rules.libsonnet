@@ -100,8 +100,10 @@ local utils = import '../lib/utils.libsonnet';
               'true': utils.indent(canReschedule('can_reschedule="true"', 'true'), 2),
             },
           },
-          scheduledWithin('24h', 24 * 3600),
-          scheduledWithin('7d', 7 * 24 * 3600),
+        ] + [
+          scheduledWithin(name, utils.seconds(c.maintenanceScheduledWindows[name]))
+          for name in std.objectFields(c.maintenanceScheduledWindows)
+        ] + [
           {
             record: 'node_pool:gke_nodes_in_maintenance:count',
             expr: |||
