@@ -145,7 +145,7 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             expr: 'min by (%s) (%s)\n' % [byWorkload, promql.bridged(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector)],
             annotations: {
               summary: 'Host maintenance is scheduled on a node of a workload.',
-              description: 'The earliest host maintenance among the GPU, TPU and Spot nodes of {{ $labels.workload_kind }} {{ $labels.%(ns)s }}/{{ $labels.workload }}%(on)s starts at {{ $value | humanizeTimestamp }}{{ with printf "max(last_over_time(gke_workload_nodes{%(ns)s=%%q, workload_kind=%%q, workload=%%q, %(cl)s=%%q}[%(gap)s]))" $labels.%(ns)s $labels.workload_kind $labels.workload $labels.%(cl)s | query }}; it runs on {{ . | first | value | printf "%%.0f" }} such nodes{{ end }}.' % { ns: ns, on: on, cl: c.clusterLabel, gap: c.signalGapTolerance },
+              description: 'The earliest host maintenance among the GPU, TPU and Spot nodes of {{ $labels.workload_kind }} {{ $labels.%(ns)s }}/{{ $labels.workload }}%(on)s starts at {{ $value | humanizeTimestamp }}{{ with printf `max(last_over_time(gke_workload_nodes{%(job)s, %(ns)s=%%q, workload_kind=%%q, workload=%%q, %(cl)s=%%q}[%(gap)s]))` $labels.%(ns)s $labels.workload_kind $labels.workload $labels.%(cl)s | query }}; it runs on {{ . | first | value | printf "%%.0f" }} such nodes{{ end }}.' % { ns: ns, on: on, cl: c.clusterLabel, gap: c.signalGapTolerance, job: c.clusterExporterSelector },
             },
           }),
           alert('GKEReadinessFinding', {
