@@ -24,6 +24,14 @@ var contractAlerts = map[string]struct{ severity, action string }{
 	"GKEDisruptionExporterDown":           {"warning", ""},
 	"GKEDisruptionCollectorFailing":       {"warning", ""},
 	"GKEDisruptionActionFailed":           {"warning", ""},
+	"GKEWorkloadMaintenanceScheduled":     {"info", ""},
+	"GKEReadinessFinding":                 {"warning", ""},
+	"GKENodeAgentMissing":                 {"warning", ""},
+	"GKEDisruptionActionsStalled":         {"warning", ""},
+	// Beyond the contract's table: what the system cannot see.
+	"GKEDisruptionMetadataPathUnsupported": {"warning", ""},
+	"GKEDisruptionCloudMonitoringStale":    {"warning", ""},
+	"GKEDisruptionWatchFailing":            {"warning", ""},
 }
 
 const runbooksPath = "docs/runbooks.md"

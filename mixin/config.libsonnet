@@ -1,5 +1,7 @@
 // Settings of the gke-disruption-exporter mixin. Override any of them from your own jsonnet:
 //   (import 'mixin.libsonnet') + { _config+:: { drainLeadTime: '4h' } }
+// Every duration is a Prometheus duration of whole units ('90s', '2h', '1h30m'); internal/demo renders the rules
+// for a faster clock by dividing every one of them.
 {
   _config+:: {
     // Selectors of the jobs that scrape the three commands. Change them when your scrape configuration names the
@@ -17,8 +19,27 @@
     // several. Every aggregation and join keeps it; a single cluster without the label works unchanged. Change it
     // when your multi-cluster setup uses another label name.
     clusterLabel: 'cluster',
-    // Show the cluster variable on the dashboards. Turn it on when one datasource holds several clusters.
+    // Multi-cluster: show the cluster variable on the dashboards and name the cluster in alert descriptions. Turn
+    // it on when one Prometheus or datasource holds several clusters.
     showMultiCluster: false,
+    // The label that carries a workload's namespace on the workload and readiness series. Managed Service for
+    // Prometheus and a scrape without honor_labels move the series' own namespace to exported_namespace.
+    workloadNamespaceLabel: 'namespace',
+
+    // Gaps. A failed scrape or a restarted node agent leaves a series missing for a while. Every signal is read
+    // over this much of its past (last_over_time), so a gap up to this long neither resolves an alert nor
+    // restarts its `for`; the price is that an alert resolves this much later once its signal is really gone.
+    signalGapTolerance: '15m',
+    // gke_node_info is remembered this long for the labels it adds (node_pool, zone, ...): node pools and zones
+    // never change for a node, and a label set that changed on a gap would make an alert resolve and fire anew.
+    // Every join reads this much of gke_node_info for every node, so keep it short for large clusters.
+    nodeInfoMemory: '30m',
+    // The answer to "can this maintenance be rescheduled" (node agent or the cluster-side annotation) is
+    // remembered this long. A node with maintenance but no answer for this long has can_reschedule="unknown".
+    // When the answers disagree within it, "false" wins: a drain is the action that is safe without knowing.
+    canRescheduleMemory: '1h',
+    // The step of the subqueries that measure how long a condition has held.
+    subqueryStep: '1m',
 
     // How long before its window starts a reschedulable maintenance fires GKENodeMaintenanceWindowApproaching, which
     // lets the actions service trigger it now (perform-maintenance). Raise it to give the actions policy's
@@ -28,15 +49,27 @@
     // GKENodeMaintenanceNotReschedulable, which drains the node. Keep it above the drain timeout of the actions
     // policy plus a margin, so the drain finishes before GKE stops the VM.
     drainLeadTime: '2h',
+    // The same for a maintenance whose reschedulability is unknown (no node agent and no annotation, such as on
+    // Autopilot, or an agent silent for longer than canRescheduleMemory): it is drained too, but only this close
+    // to its window, leaving the answer time to arrive. Keep it above the drain timeout as well.
+    unknownRescheduleDrainLeadTime: '1h',
 
     // A node in maintenance, or waiting for it after perform-maintenance was requested, for longer than this fires
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
     maintenanceStuckThreshold: '2h',
 
+    // The windows within which the nodes with maintenance coming are counted per pool
+    // (node_pool:gke_node_maintenance_scheduled:count_next24h), by the name the recording rule ends with. The
+    // dashboards use both.
+    maintenanceScheduledWindows: { '24h': '24h', '7d': '7d' },
+
+    // The windows the interruption counts are recorded over, by the name the recording rule ends with
+    // (node_pool_type_reason:gke_node_pool_interruptions:increase1h). The dashboards use all three.
+    interruptionsWindows: { '1h': '1h', '1d': '1d', '7d': '7d' },
     // GKENodePoolInterruptionsHigh fires when a node pool sees more interruptions of one type and reason than the
-    // threshold within the window. The window is one of the recorded ones: 1h, 1d or 7d. Lower the threshold for
-    // pools of large coupled jobs (one interruption restarts all of it); raise it for large pools.
+    // threshold within the window, the name of one of interruptionsWindows. Lower the threshold for pools of large coupled
+    // jobs (one interruption restarts all of it); raise it for large pools.
     interruptionsWindow: '1h',
     interruptionsThreshold: 3,
     // Thresholds for single interruption types, replacing the one above. Spot pools are preempted as a matter of
@@ -46,6 +79,49 @@
     // GKEDisruptionActionFailed looks back this far for failed actions. Raise it if your Alertmanager groups
     // alerts for longer than this (the alert resolves once the window has passed).
     actionFailedWindow: '15m',
+
+    // GKENodeAgentMissing: the metadata server counts as unreachable when the node agent's last successful read
+    // of a path is older than this (its hanging GETs return at least every few minutes).
+    metadataStaleThreshold: '10m',
+    // GKEDisruptionCloudMonitoringStale: Cloud Monitoring's last successful query is older than this. The
+    // collector queries every --cloudmonitoring.interval (60s).
+    cloudMonitoringStaleThreshold: '15m',
+    // GKEDisruptionWatchFailing: more watch errors of one resource than the threshold within the window.
+    watchErrorsWindow: '15m',
+    watchErrorsThreshold: 3,
+
+    // GKEDisruptionActionsStalled: a node the actions service keeps cordoned after its work is done, or work
+    // waiting (for a window, a budget, the cluster cap, a pause), for longer than these; or no replica leading
+    // for the last actionsNoLeaderFor (longer than a scrape gap, so that a leader's gap is not taken for none).
+    actionsCordonedThreshold: '6h',
+    actionsWaitingThreshold: '24h',
+    actionsNoLeaderFor: '15m',
+
+    // Every alert's severity and `for` ('0s' fires at once). `for` counts over bridged signals (see
+    // signalGapTolerance), so a gap does not restart it.
+    alerts: {
+      GKENodeMaintenanceScheduled: { severity: 'info', 'for': '5m' },
+      GKENodeMaintenanceWindowApproaching: { severity: 'warning', 'for': '5m' },
+      GKENodeMaintenanceNotReschedulable: { severity: 'warning', 'for': '5m' },
+      GKENodeMaintenanceInProgress: { severity: 'info', 'for': '0s' },
+      GKENodeMaintenanceStuck: { severity: 'critical', 'for': $._config.maintenanceStuckThreshold },
+      GKENodeTerminationImminent: { severity: 'warning', 'for': '0s' },
+      GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
+      GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },
+      GKENodePoolInterruptionsHigh: { severity: 'warning', 'for': '0s' },
+      GKEWorkloadMaintenanceScheduled: { severity: 'info', 'for': '5m' },
+      // The hold time of a failing readiness check: a finding that a rollout fixes within it does not alert.
+      GKEReadinessFinding: { severity: 'warning', 'for': '1h' },
+      GKEDisruptionExporterDown: { severity: 'warning', 'for': '15m' },
+      GKEDisruptionCollectorFailing: { severity: 'warning', 'for': '15m' },
+      GKEDisruptionActionFailed: { severity: 'warning', 'for': '0s' },
+      // A new node gets its agent within a minute or two; a node without one for this long is blind.
+      GKENodeAgentMissing: { severity: 'warning', 'for': '15m' },
+      GKEDisruptionMetadataPathUnsupported: { severity: 'warning', 'for': '15m' },
+      GKEDisruptionCloudMonitoringStale: { severity: 'warning', 'for': '0s' },
+      GKEDisruptionWatchFailing: { severity: 'warning', 'for': '0s' },
+      GKEDisruptionActionsStalled: { severity: 'warning', 'for': '0s' },
+    },
 
     // Where each alert's runbook_url points; %s is the alert name in lower case (the section's anchor). Change it
     // when you host the runbooks elsewhere.
@@ -58,8 +134,13 @@
     ruleNamespace: 'gke-disruption-exporter',
     prometheusRuleLabels: { 'app.kubernetes.io/name': 'gke-disruption-exporter' },
 
-    // Dashboards: tags to find them by, refresh interval and time zone ('' follows the viewer's browser).
+    // Dashboards: title prefix, uid prefix (uids are the prefix and a fixed name, so links and bookmarks survive
+    // renames), tags to find them by, which Prometheus datasources the datasource variable offers (a regex over
+    // their names, '' for all), refresh interval and time zone ('' follows the viewer's browser).
+    dashboardNamePrefix: 'GKE disruption / ',
+    dashboardUIDPrefix: 'gke-disruption-',
     dashboardTags: ['gke-disruption'],
+    datasourceFilterRegex: '',
     dashboardRefresh: '1m',
     dashboardTimezone: '',
   },

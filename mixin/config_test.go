@@ -3,6 +3,7 @@ package mixin
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,12 +37,17 @@ func TestConfigOverrides(t *testing.T) {
 			interruptionsThreshold: 7,
 			interruptionsThresholdByType: {},
 			actionFailedWindow: '1h',
+			unknownRescheduleDrainLeadTime: '30m',
+			signalGapTolerance: '20m',
+			canRescheduleMemory: '3h',
+			actionsCordonedThreshold: '2h',
+			alerts+: { GKEDisruptionWatchFailing+: { severity: 'critical', 'for': '10m' } },
 			runbookURLPattern: 'https://runbooks.example/%s',
 		} };
 		{ groups: mixin.prometheusRules.groups + mixin.prometheusAlerts.groups }`)
 	type rule struct {
 		Alert, Record, Expr, For string
-		Annotations              map[string]string
+		Labels, Annotations      map[string]string
 	}
 	var file struct {
 		Groups []struct{ Rules []rule }
@@ -86,10 +92,13 @@ func TestConfigOverrides(t *testing.T) {
 	}
 
 	for name, want := range map[string]string{
-		"GKENodeMaintenanceWindowApproaching": "time() + 5400",
-		"GKENodeMaintenanceNotReschedulable":  "time() + 2700",
-		"GKENodePoolInterruptionsHigh":        "node_pool_type_reason:gke_node_pool_interruptions:increase1d > 7",
-		"GKEDisruptionActionFailed":           "[1h]",
+		"GKENodeMaintenanceWindowApproaching":                   "time() + 5400",
+		"GKENodeMaintenanceNotReschedulable":                    "time() + 2700",
+		"GKENodePoolInterruptionsHigh":                          "node_pool_type_reason:gke_node_pool_interruptions:increase1d > 7",
+		"GKEDisruptionActionFailed":                             "[1h]",
+		"GKEDisruptionActionsStalled":                           "[2h:1m]) >= 120",
+		"node:gke_node_maintenance_start_timestamp_seconds:min": "[20m]",
+		"node:gke_node_maintenance_can_reschedule:info":         "[3h]",
 	} {
 		if !strings.Contains(rules[name].Expr, want) {
 			t.Errorf("%s does not contain %q:\n%s", name, want, rules[name].Expr)
@@ -101,6 +110,12 @@ func TestConfigOverrides(t *testing.T) {
 	if got := rules["GKENodeMaintenanceStuck"].For; got != "3h" {
 		t.Errorf("GKENodeMaintenanceStuck waits %s, want 3h", got)
 	}
+	if expr := rules["GKENodeMaintenanceNotReschedulable"].Expr; !strings.Contains(expr, "time() + 2700") || !strings.Contains(expr, "time() + 1800") {
+		t.Errorf("GKENodeMaintenanceNotReschedulable lacks the lead times 45m and 30m (unknown):\n%s", expr)
+	}
+	if r := rules["GKEDisruptionWatchFailing"]; r.Labels["severity"] != "critical" || r.For != "10m" {
+		t.Errorf("GKEDisruptionWatchFailing: severity %s for %s, want critical for 10m", r.Labels["severity"], r.For)
+	}
 	if got := rules["GKESpotNodePreempted"].Annotations["runbook_url"]; got != "https://runbooks.example/gkespotnodepreempted" {
 		t.Errorf("runbook_url = %q", got)
 	}
@@ -109,7 +124,7 @@ func TestConfigOverrides(t *testing.T) {
 func TestInterruptionsWindowMustBeRecorded(t *testing.T) {
 	_, err := newVM().EvaluateAnonymousSnippet("test.jsonnet",
 		`((import 'mixin.libsonnet') + { _config+:: { interruptionsWindow: '2h' } }).prometheusAlerts`)
-	if err == nil || !strings.Contains(err.Error(), "interruptionsWindow must be 1h, 1d or 7d") {
+	if err == nil || !strings.Contains(err.Error(), "interruptionsWindow must be one of interruptionsWindows (1d, 1h, 7d)") {
 		t.Errorf("an unrecorded window gave %v, want an error naming interruptionsWindow", err)
 	}
 }
@@ -123,6 +138,66 @@ func TestSeconds(t *testing.T) {
 	for _, bad := range []string{"", "90", "1.5h", "5ms", "h"} {
 		if _, err := newVM().EvaluateAnonymousSnippet("test.jsonnet", `(import 'lib/utils.libsonnet').seconds('`+bad+`')`); err == nil {
 			t.Errorf("seconds(%q) gave no error", bad)
+		}
+	}
+}
+
+// With showMultiCluster every alert says which cluster it is about, in the cluster label; without, none does.
+func TestMultiClusterDescriptions(t *testing.T) {
+	render := func(multi bool) map[string]string {
+		out := evaluate(t, `((import 'mixin.libsonnet') + { _config+:: { showMultiCluster: `+strconv.FormatBool(multi)+`, clusterLabel: 'k8s_cluster' } }).prometheusAlerts`)
+		var file struct {
+			Groups []struct {
+				Rules []struct {
+					Alert       string
+					Annotations map[string]string
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &file); err != nil {
+			t.Fatal(err)
+		}
+		descriptions := map[string]string{}
+		for _, g := range file.Groups {
+			for _, r := range g.Rules {
+				descriptions[r.Alert] = r.Annotations["description"]
+			}
+		}
+		return descriptions
+	}
+	for name, d := range render(true) {
+		// The interruption alert names the cluster Cloud Monitoring counted in, which it always knows.
+		if name != "GKENodePoolInterruptionsHigh" && !strings.Contains(d, "on cluster {{ $labels.k8s_cluster }}") {
+			t.Errorf("%s does not name the cluster: %s", name, d)
+		}
+	}
+	for name, d := range render(false) {
+		if strings.Contains(d, "on cluster") {
+			t.Errorf("%s names a cluster with one cluster: %s", name, d)
+		}
+	}
+}
+
+// The dashboard settings reach every dashboard: title prefix, uid prefix, datasource regex.
+func TestDashboardConfig(t *testing.T) {
+	out := evaluate(t, `((import 'mixin.libsonnet') + { _config+:: {
+		dashboardNamePrefix: 'Ops / ', dashboardUIDPrefix: 'ops-', datasourceFilterRegex: '/^prod-.*/',
+	} }).grafanaDashboards`)
+	var dashboards map[string]struct {
+		UID, Title string
+		Templating struct {
+			List []struct{ Name, Regex string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &dashboards); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range dashboards {
+		if !strings.HasPrefix(d.UID, "ops-") || !strings.HasPrefix(d.Title, "Ops / ") {
+			t.Errorf("%s: uid %q title %q lack the prefixes", name, d.UID, d.Title)
+		}
+		if d.Templating.List[0].Name != "datasource" || d.Templating.List[0].Regex != "/^prod-.*/" {
+			t.Errorf("%s: datasource variable %+v lacks the regex", name, d.Templating.List[0])
 		}
 	}
 }

@@ -19,6 +19,12 @@ var producedMetrics = []string{
 	"gke_node_unschedulable",
 	"gke_node_opportunistic_maintenance_triggered",
 	"gke_node_opportunistic_maintenance_disabled",
+	"gke_node_maintenance_window_started",
+	"gke_node_upcoming_maintenance_info",
+	"gke_node_upcoming_maintenance_window_start_timestamp_seconds",
+	"gke_node_upcoming_maintenance_window_end_timestamp_seconds",
+	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds",
+	"gke_node_tpu_slice_hosts",
 	// node command, from the metadata server
 	"gce_instance_maintenance_event",
 	"gce_instance_preempted",
@@ -29,6 +35,11 @@ var producedMetrics = []string{
 	// cluster command, from Cloud Monitoring
 	"gke_node_interruptions_total",
 	"gke_node_pool_interruptions_total",
+	// cluster command, from pods
+	"gke_workload_nodes",
+	"gke_workload_next_maintenance_timestamp_seconds",
+	"gke_workload_nodes_in_maintenance",
+	"gke_readiness_findings",
 	// self-monitoring
 	"gke_disruption_collector_success",
 	"gke_disruption_collector_duration_seconds",
@@ -36,7 +47,12 @@ var producedMetrics = []string{
 	"gke_disruption_cloudmonitoring_last_success_timestamp_seconds",
 	"gke_disruption_metadata_requests_total",
 	"gke_disruption_metadata_last_change_timestamp_seconds",
+	"gke_disruption_metadata_last_success_timestamp_seconds",
+	"gke_disruption_metadata_path_supported",
+	"gke_disruption_metadata_parse_errors_total",
 	"gke_disruption_node_label_parse_errors_total",
+	"gke_disruption_watch_errors_total",
+	"gke_disruption_exporter_build_info",
 	// actions command
 	"gke_disruption_webhook_requests_total",
 	"gke_disruption_actions_total",
@@ -44,6 +60,10 @@ var producedMetrics = []string{
 	"gke_disruption_action_duration_seconds_sum",
 	"gke_disruption_action_duration_seconds_count",
 	"gke_disruption_actions_in_progress",
+	"gke_disruption_actions_waiting",
+	"gke_disruption_action_state",
+	"gke_disruption_actions_leader",
+	"gke_disruption_actions_config_last_reload_successful",
 }
 
 // prometheusMetrics are series Prometheus itself writes: target health and the state of alerts.

@@ -16,35 +16,32 @@ import (
 
 // RuleConfig says how to render the mixin's rules for a story that runs faster than the wall clock.
 type RuleConfig struct {
-	// TimeScale is story seconds per wall-clock second. The lead times, the stuck threshold and every alert's `for`
-	// are divided by it (to at least one second), so that the rules judge story time as production rules judge
-	// real time.
+	// TimeScale is story seconds per wall-clock second. Every duration of the mixin's _config (lead times,
+	// thresholds, windows, gap tolerances, every alert's `for`) is divided by it, to at least MinFor, so that the
+	// rules judge story time as production rules judge real time.
 	TimeScale float64
 	// Config overrides settings of the mixin's _config (mixin/config.libsonnet), durations in story time.
 	Config map[string]any
-	// MinFor is the shortest `for` an alert keeps after scaling (default 1s). A few scrape intervals keep a
-	// single failed scrape from ending an alert and starting it again as a new episode.
+	// MinFor is the shortest duration a setting keeps after scaling (default 1s). A few scrape intervals keep a
+	// single failed scrape from ending an alert or restarting its `for`.
 	MinFor time.Duration
 }
 
-// ruleSnippet renders the recording and alerting rules of the mixin with the overrides and the time scale.
+// ruleSnippet renders the recording and alerting rules of the mixin with the overrides and every duration of its
+// _config scaled: the rules are the mixin's own, only the settings differ.
 const ruleSnippet = `
 local utils = import 'lib/utils.libsonnet';
 local scale = std.extVar('scale');
-local wall(d) = '%ds' % std.max(1, std.ceil(utils.seconds(d) / scale));
-local forWall(d) = '%ds' % std.max(std.extVar('minFor'), std.ceil(utils.seconds(d) / scale));
+local scaled(d) = if d == '0s' then d else '%ds' % std.max(std.extVar('minFor'), std.ceil(utils.seconds(d) / scale));
+local scaleAll(v) =
+  if utils.isDuration(v) then scaled(v)
+  else if std.isArray(v) then std.map(scaleAll, v)
+  else if std.isObject(v) then std.mapWithKey(function(_, x) scaleAll(x), v)
+  else v;
 local base = (import 'mixin.libsonnet') + { _config+:: std.extVar('config') };
-local c = base._config;
-// The stuck threshold is the alert's 'for', scaled with all the others below.
-local mixin = base + { _config+:: {
-  performMaintenanceLeadTime: wall(c.performMaintenanceLeadTime),
-  drainLeadTime: wall(c.drainLeadTime),
-} };
-local scaleFor(groups) = [
-  g { rules: [if std.objectHas(r, 'for') then r { 'for': forWall(r['for']) } else r for r in g.rules] }
-  for g in groups
-];
-{ groups: mixin.prometheusRules.groups + scaleFor(mixin.prometheusAlerts.groups) }
+// interruptionsWindow names one of interruptionsWindows: a name, not a duration.
+local mixin = base + { _config+:: scaleAll(base._config) { interruptionsWindow: base._config.interruptionsWindow } };
+{ groups: mixin.prometheusRules.groups + mixin.prometheusAlerts.groups }
 `
 
 // RenderRules evaluates the mixin in the repository's mixin/ directory with cfg and writes the rules as a

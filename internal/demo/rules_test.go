@@ -88,3 +88,30 @@ func TestRenderRulesBadInput(t *testing.T) {
 		t.Error("a failed render wrote a file")
 	}
 }
+
+// The rendered rules are the mixin's own with every duration setting scaled, not rewritten rules: gap
+// tolerances, memories, lead times and thresholds follow the story's clock as the alerts' for do.
+func TestRenderRulesScalesEveryDurationSetting(t *testing.T) {
+	rules := renderRules(t, RuleConfig{TimeScale: 300, MinFor: 3 * time.Second})
+	for name, want := range map[string][]string{
+		"node:gke_node_maintenance_start_timestamp_seconds:min": {"[3s]", "[6s]"}, // 15m floored to 3s, 30m
+		"node:gke_node_maintenance_can_reschedule:info":         {"[12s]"},        // 1h
+		"GKENodeMaintenanceNotReschedulable":                    {"time() + 12)"}, // unknown lead 1h
+		"GKEDisruptionActionsStalled":                           {"[72s:3s]", "[288s:3s]"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rules[name].Expr, w) {
+				t.Errorf("%s lacks %q:\n%s", name, w, rules[name].Expr)
+			}
+		}
+	}
+	shipped := renderRules(t, RuleConfig{TimeScale: 1})
+	if len(shipped) != len(rules) {
+		t.Errorf("%d rules scaled, %d shipped", len(rules), len(shipped))
+	}
+	for name := range shipped {
+		if _, ok := rules[name]; !ok {
+			t.Errorf("%s missing from the scaled rules", name)
+		}
+	}
+}

@@ -1,154 +1,163 @@
-// Alerts on host maintenance of single nodes, from the node labels (cluster exporter) and the GCE metadata server
-// (node agent). Every alert here carries the node label and the node's pool and accelerator labels.
+// Alerts on host maintenance of single nodes and of the workloads on them, from the node labels and annotations
+// (cluster exporter) and the GCE metadata server (node agent). Every per-node alert carries the node label and the
+// node's pool and accelerator labels; every signal is bridged over gaps (promql.bridged), so a failed scrape or a
+// restarting agent neither resolves these alerts nor restarts their `for`.
 local promql = import '../lib/promql.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 
 // How a description names the node: its name, and its pool when known.
 local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}';
+local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
 
 {
   prometheusAlerts+:: {
     local c = $._config,
     local byNode = utils.labelList(c, ['node']),
+    local on = utils.clusterRef(c),
     local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
-    local upcomingInfo = 'gce_instance_upcoming_maintenance_info{%s' % c.nodeAgentSelector,
-    local inMaintenance = 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector,
+    local canReschedule = 'node:gke_node_maintenance_can_reschedule:info',
+    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    local requested = promql.bridged(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
+    local alert(name, rule) = utils.alertRule(c, name, rule),
+    local ns = c.workloadNamespaceLabel,
+    local byWorkload = utils.labelList(c, [ns, 'workload_kind', 'workload']),
+
+    // within is the nodes whose maintenance starts within lead and whose can_reschedule matches, labelled with it.
+    local within(lead, matcher) =
+      |||
+        (%(start)s < time() + %(lead)d)
+        * on (%(by)s) group_left (can_reschedule)
+          %(canReschedule)s{%(matcher)s}
+      ||| % { start: start, lead: utils.seconds(lead), by: byNode, canReschedule: canReschedule, matcher: matcher },
 
     groups+: [
       {
         name: 'gke-disruption-maintenance',
         rules: [
-          {
-            alert: 'GKENodeMaintenanceScheduled',
+          alert('GKENodeMaintenanceScheduled', {
             expr: start + '\n',
-            'for': '5m',
-            labels: { severity: 'info' },
             annotations: {
               summary: 'Host maintenance is scheduled for a node.',
-              description: 'Host maintenance of %s starts at {{ $value | humanizeTimestamp }}. GPU, TPU and Spot VMs cannot live-migrate: the node and its pods stop for the maintenance.' % nodeRef,
+              description: 'Host maintenance of %s%s starts at {{ $value | humanizeTimestamp }}. GPU, TPU and Spot VMs cannot live-migrate: the node and its pods stop for the maintenance.' % [nodeRef, on],
             },
-          },
-          {
-            alert: 'GKENodeMaintenanceWindowApproaching',
+          }),
+          alert('GKENodeMaintenanceWindowApproaching', {
             expr: |||
               (
-                (%(start)s < time() + %(lead)d)
-                * on (%(by)s) group_left (can_reschedule)
-                  group by (%(by)s, can_reschedule) (%(info)s, can_reschedule="true"})
+              %(within)s
               )
               unless on (%(by)s) %(inMaintenance)s
-              unless on (%(by)s) gke_node_perform_maintenance_requested{%(cluster)s}
+              unless on (%(by)s) %(requested)s
             ||| % {
-              start: start,
-              lead: utils.seconds(c.performMaintenanceLeadTime),
+              within: utils.indent(within(c.performMaintenanceLeadTime, 'can_reschedule="true"'), 2),
               by: byNode,
-              info: upcomingInfo,
               inMaintenance: inMaintenance,
-              cluster: c.clusterExporterSelector,
+              requested: requested,
             },
-            'for': '5m',
-            labels: { severity: 'warning', gke_disruption_action: 'perform-maintenance' },
+            labels: { gke_disruption_action: 'perform-maintenance' },
             annotations: {
               summary: 'A reschedulable host maintenance of a node is approaching.',
-              description: 'Host maintenance of %s starts at {{ $value | humanizeTimestamp }}, within %s, and GKE can start it earlier at a time of our choosing. The actions service triggers it (label cloud.google.com/perform-maintenance=true) when its policy allows.' % [nodeRef, c.performMaintenanceLeadTime],
+              description: 'Host maintenance of %s%s starts at {{ $value | humanizeTimestamp }}, within %s, and GKE can start it earlier at a time of our choosing. The actions service triggers it (label cloud.google.com/perform-maintenance=true) when its policy allows.' % [nodeRef, on, c.performMaintenanceLeadTime],
             },
-          },
-          {
-            alert: 'GKENodeMaintenanceNotReschedulable',
-            // A node without upcoming-maintenance info (no node agent on it) counts as not reschedulable: draining
-            // is the action that is safe without knowing.
+          }),
+          alert('GKENodeMaintenanceNotReschedulable', {
+            // can_reschedule is "false", or "unknown": nobody has answered for canRescheduleMemory (no node agent
+            // and no annotation, as on Autopilot). Unknown is drained too, since draining is the action that is
+            // safe without knowing, but only within the shorter unknownRescheduleDrainLeadTime.
             expr: |||
               (
-                (%(start)s < time() + %(lead)d)
-                * on (%(by)s) group_left (can_reschedule)
-                  group by (%(by)s, can_reschedule) (%(info)s, can_reschedule!="true"})
-                or
-                (
-                  (%(start)s < time() + %(lead)d)
-                  unless on (%(by)s) %(info)s}
-                )
+              %(false)s
+                or on (%(by)s)
+              %(unknown)s
               )
               unless on (%(by)s) %(inMaintenance)s
             ||| % {
-              start: start,
-              lead: utils.seconds(c.drainLeadTime),
+              'false': utils.indent(within(c.drainLeadTime, 'can_reschedule="false"'), 2),
+              unknown: utils.indent(within(c.unknownRescheduleDrainLeadTime, 'can_reschedule="unknown"'), 2),
               by: byNode,
-              info: upcomingInfo,
               inMaintenance: inMaintenance,
             },
-            'for': '5m',
-            labels: { severity: 'warning', gke_disruption_action: 'drain' },
+            labels: { gke_disruption_action: 'drain' },
             annotations: {
               summary: 'A host maintenance that cannot be rescheduled is approaching a node.',
-              description: 'Host maintenance of %s starts at {{ $value | humanizeTimestamp }}, within %s, and cannot be rescheduled{{ if not $labels.can_reschedule }} (the node agent reports no upcoming maintenance for it){{ end }}. The node should be drained before GKE stops it; the actions service drains it when its policy allows.' % [nodeRef, c.drainLeadTime],
+              description: 'Host maintenance of %s%s starts at {{ $value | humanizeTimestamp }}{{ if eq $labels.can_reschedule "unknown" }}, within %s, and whether it can be rescheduled is unknown: neither the node agent nor GKE\'s node.gke.io/upcoming-maintenance annotation has said so within %s{{ else }}, within %s, and cannot be rescheduled{{ end }}. The node should be drained before GKE stops it; the actions service drains it when its policy allows.' % [nodeRef, on, c.unknownRescheduleDrainLeadTime, c.canRescheduleMemory, c.drainLeadTime],
             },
-          },
-          {
-            alert: 'GKENodeMaintenanceInProgress',
+          }),
+          alert('GKENodeMaintenanceInProgress', {
             expr: promql.withNodeInfo(c, 'group by (%s, state) (%s)' % [byNode, inMaintenance]),
-            labels: { severity: 'info' },
             annotations: {
               summary: 'A node is in host maintenance.',
-              description: 'Host maintenance of %s is in progress (state {{ $labels.state }}). GKE evicts its pods and clears the state when the maintenance is done.' % nodeRef,
+              description: 'Host maintenance of %s%s is in progress (state {{ $labels.state }}). GKE evicts its pods and clears the state when the maintenance is done.' % [nodeRef, on],
             },
-          },
-          {
-            alert: 'GKENodeMaintenanceStuck',
+          }),
+          alert('GKENodeMaintenanceStuck', {
             // One series per node from the request to the end of the maintenance, so that `for` measures both.
             expr: promql.withNodeInfo(c, |||
               group by (%(by)s) (
                 %(inMaintenance)s
                 or
-                gke_node_perform_maintenance_requested{%(cluster)s}
+                %(requested)s
               )
-            ||| % { by: byNode, inMaintenance: inMaintenance, cluster: c.clusterExporterSelector }),
-            'for': c.maintenanceStuckThreshold,
-            labels: { severity: 'critical' },
+            ||| % { by: byNode, inMaintenance: inMaintenance, requested: requested }),
             annotations: {
               summary: 'Host maintenance of a node is taking too long.',
-              description: '%s has been in host maintenance, or waiting for it after perform-maintenance was requested, for more than %s.' % [std.asciiUpper(nodeRef[0]) + nodeRef[1:], c.maintenanceStuckThreshold],
+              description: '%s%s has been in host maintenance, or waiting for it after perform-maintenance was requested, for more than %s.' % [capitalized(nodeRef), on, c.alerts.GKENodeMaintenanceStuck['for']],
             },
-          },
-          {
-            alert: 'GKENodeTerminationImminent',
+          }),
+          alert('GKENodeTerminationImminent', {
             expr: promql.withNodeInfo(c, |||
               group by (%(by)s) (
-                gce_instance_maintenance_event{%(node)s, event="TERMINATE_ON_HOST_MAINTENANCE"}
+                %(event)s
                 or
-                gke_node_impending_termination{%(cluster)s}
+                %(taint)s
               )
-            ||| % { by: byNode, node: c.nodeAgentSelector, cluster: c.clusterExporterSelector }),
-            labels: { severity: 'warning' },
+            ||| % {
+              by: byNode,
+              event: promql.bridged(c, 'gce_instance_maintenance_event{%s, event="TERMINATE_ON_HOST_MAINTENANCE"}' % c.nodeAgentSelector),
+              taint: promql.bridged(c, 'gke_node_impending_termination{%s}' % c.clusterExporterSelector),
+            }),
             annotations: {
               summary: 'A node is about to stop for host maintenance.',
-              description: '%s is about to stop for host maintenance: the metadata server reports TERMINATE_ON_HOST_MAINTENANCE or the node has the cloud.google.com/impending-node-termination taint. Its pods are being evicted.' % (std.asciiUpper(nodeRef[0]) + nodeRef[1:]),
+              description: '%s%s is about to stop for host maintenance: the metadata server reports TERMINATE_ON_HOST_MAINTENANCE or the node has the cloud.google.com/impending-node-termination taint. Its pods are being evicted.' % [capitalized(nodeRef), on],
             },
-          },
-          {
-            alert: 'GKESpotNodePreempted',
-            expr: promql.withNodeInfo(c, 'group by (%s) (gce_instance_preempted{%s} == 1)' % [byNode, c.nodeAgentSelector]),
-            labels: { severity: 'warning' },
+          }),
+          alert('GKESpotNodePreempted', {
+            expr: promql.withNodeInfo(c, 'group by (%s) (%s == 1)' % [byNode, promql.bridged(c, 'gce_instance_preempted{%s}' % c.nodeAgentSelector)]),
             annotations: {
               summary: 'A Spot node has been preempted.',
-              description: 'Compute Engine has preempted Spot %s; the VM stops within seconds and its pods with it.' % nodeRef,
+              description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],
             },
-          },
-          {
-            alert: 'GKETPUSliceMaintenanceScheduled',
-            // A multi-host slice is a node pool whose nodes share a TPU topology; maintenance of one host stops
-            // the workload of the whole slice.
+          }),
+          alert('GKETPUSliceMaintenanceScheduled', {
+            // A multi-host slice (more than one VM) stops as a whole for the maintenance of any of its hosts.
+            // Single-host slices, however many share a pool, are nodes like any other.
             expr: |||
-              %(start)s{tpu_topology!=""}
-              and on (%(byPool)s, tpu_topology)
-                (count by (%(byPool)s, tpu_topology) (gke_node_info{%(cluster)s, tpu_topology!=""}) > 1)
-            ||| % { start: start, byPool: utils.labelList(c, ['node_pool']), cluster: c.clusterExporterSelector },
-            'for': '5m',
-            labels: { severity: 'warning' },
+              %(start)s
+              and on (%(by)s)
+                max by (%(by)s) (%(hosts)s) > 1
+            ||| % { start: start, by: byNode, hosts: promql.bridged(c, 'gke_node_tpu_slice_hosts{%s}' % c.clusterExporterSelector) },
             annotations: {
               summary: 'Host maintenance is scheduled in a multi-host TPU slice.',
-              description: 'Host maintenance of node {{ $labels.node }} of the multi-host TPU node pool {{ $labels.node_pool }} (topology {{ $labels.tpu_topology }}) starts at {{ $value | humanizeTimestamp }}. The slice works as one: the workload of the whole node pool stops with this node.',
+              description: 'Host maintenance of node {{ $labels.node }} of the multi-host TPU node pool {{ $labels.node_pool }}%s (topology {{ $labels.tpu_topology }}) starts at {{ $value | humanizeTimestamp }}. The slice works as one: the workload of the whole slice stops with this node.' % on,
             },
-          },
+          }),
+          alert('GKEWorkloadMaintenanceScheduled', {
+            expr: 'min by (%s) (%s)\n' % [byWorkload, promql.bridged(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector)],
+            annotations: {
+              summary: 'Host maintenance is scheduled on a node of a workload.',
+              description: 'The earliest host maintenance among the GPU, TPU and Spot nodes of {{ $labels.workload_kind }} {{ $labels.%(ns)s }}/{{ $labels.workload }}%(on)s starts at {{ $value | humanizeTimestamp }}{{ with printf `max(last_over_time(gke_workload_nodes{%(job)s, %(ns)s=%%q, workload_kind=%%q, workload=%%q, %(cl)s=%%q}[%(gap)s]))` $labels.%(ns)s $labels.workload_kind $labels.workload $labels.%(cl)s | query }}; it runs on {{ . | first | value | printf "%%.0f" }} such nodes{{ end }}.' % { ns: ns, on: on, cl: c.clusterLabel, gap: c.signalGapTolerance, job: c.clusterExporterSelector },
+            },
+          }),
+          alert('GKEReadinessFinding', {
+            expr: 'max by (%s) (%s) > 0\n' % [
+              utils.labelList(c, ['check', ns, 'workload_kind', 'workload']),
+              promql.bridged(c, 'gke_readiness_findings{%s}' % c.clusterExporterSelector),
+            ],
+            annotations: {
+              summary: 'A workload is not ready for GKE host maintenance.',
+              description: 'Readiness check {{ $labels.check }} fails%s for {{ with $labels.workload }}{{ $labels.workload_kind }} {{ $labels.%s }}/{{ . }} ({{ $value | printf "%%.0f" }} pods){{ else }}the cluster{{ end }}, for more than %s: maintenance will disrupt it more than it needs to.' % [on, ns, c.alerts.GKEReadinessFinding['for']],
+            },
+          }),
         ],
       },
     ],

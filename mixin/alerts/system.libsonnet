@@ -1,64 +1,163 @@
-// Alerts on the exporter and the actions service themselves.
+// Alerts on the exporter and the actions service themselves, and on what they cannot see.
+local promql = import '../lib/promql.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 
 // How a description names a scrape target: its job, and its instance when there is one.
 local targetRef = '{{ $labels.job }}{{ with $labels.instance }} at {{ . }}{{ end }}';
+local upcomingPath = 'instance/upcoming-maintenance';
 
 {
   prometheusAlerts+:: {
     local c = $._config,
+    local on = utils.clusterRef(c),
+    local byNode = utils.labelList(c, ['node']),
+    local alert(name, rule) = utils.alertRule(c, name, rule),
+    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    local problem(expr, value) = 'label_replace(\n%s,\n  "problem", "%s", "", ""\n)' % [utils.indent(expr, 2), value],
 
     groups+: [
       {
         name: 'gke-disruption-exporter',
         rules: [
-          {
-            alert: 'GKEDisruptionExporterDown',
+          alert('GKEDisruptionExporterDown', {
             // A node agent is unreachable while its node is in maintenance. Where its scrape configuration gives
             // the target a node label, the unless below leaves those out; without the label it matches nothing.
             expr: std.join('\nor\n', [
               'up{%s} == 0' % c.clusterExporterSelector,
-              '(\n  up{%s} == 0\n  unless on (%s) gke_node_maintenance_state{%s}\n)' % [
-                c.nodeAgentSelector,
-                utils.labelList(c, ['node']),
-                c.clusterExporterSelector,
-              ],
+              '(\n  up{%s} == 0\n  unless on (%s) %s\n)' % [c.nodeAgentSelector, byNode, inMaintenance],
               'up{%s} == 0' % c.actionsSelector,
             ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors]) + '\n',
-            'for': '15m',
-            labels: { severity: 'warning' },
             annotations: {
               summary: 'A gke-disruption-exporter target is down or missing.',
-              description: 'Prometheus has had no successful scrape of %s for 15 minutes. Disruption signals from it are missing: alerts, dashboards and actions that depend on them are blind.' % targetRef,
+              description: 'Prometheus has had no successful scrape of %s%s for %s. Disruption signals from it are missing: alerts, dashboards and actions that depend on them are blind.' % [targetRef, on, c.alerts.GKEDisruptionExporterDown['for']],
             },
-          },
-          {
-            alert: 'GKEDisruptionCollectorFailing',
+          }),
+          alert('GKEDisruptionCollectorFailing', {
             expr: std.join('\nor\n', [
-              'gke_disruption_collector_success{%s} == 0' % s
+              '%s == 0' % promql.bridged(c, 'gke_disruption_collector_success{%s}' % s)
               for s in [c.clusterExporterSelector, c.nodeAgentSelector]
             ]) + '\n',
-            'for': '15m',
-            labels: { severity: 'warning' },
             annotations: {
               summary: 'A gke-disruption-exporter collector is failing.',
-              description: 'The {{ $labels.collector }} collector of %s has failed for 15 minutes: its series are missing or out of date.' % targetRef,
+              description: 'The {{ $labels.collector }} collector of %s%s has failed for %s: its series are missing or out of date.' % [targetRef, on, c.alerts.GKEDisruptionCollectorFailing['for']],
             },
-          },
-          {
-            alert: 'GKEDisruptionActionFailed',
+          }),
+          alert('GKEDisruptionActionFailed', {
             // The actions service exposes every action and result at zero from its start.
             expr: |||
-              sum by (%(by)s) (
-                increase(gke_disruption_actions_total{%(selector)s, result="failed"}[%(window)s])
+              round(
+                sum by (%(by)s) (
+                  increase(gke_disruption_actions_total{%(selector)s, result="failed"}[%(window)s])
+                )
               ) > 0
             ||| % { by: utils.labelList(c, ['action']), selector: c.actionsSelector, window: c.actionFailedWindow },
-            labels: { severity: 'warning' },
             annotations: {
               summary: 'The actions service failed to act on a node.',
-              description: '{{ printf "%%.0f" $value }} {{ $labels.action }} action(s) failed within %s. The affected nodes were not prepared for their maintenance.' % c.actionFailedWindow,
+              description: '{{ printf "%%.0f" $value }} {{ $labels.action }} action(s) failed%s within %s. The affected nodes were not prepared for their maintenance.' % [on, c.actionFailedWindow],
             },
-          },
+          }),
+          alert('GKENodeAgentMissing', {
+            // A GPU, TPU or Spot node that no node agent reports on (gce_instance_preempted is always there while
+            // an agent runs), unless it is in maintenance and stopped; or an agent whose metadata server has not
+            // answered for metadataStaleThreshold.
+            expr: std.join('\nor\n', [
+              problem(promql.withNodeInfo(c, |||
+                %(nodes)s
+                unless on (%(by)s) %(agent)s
+                unless on (%(by)s) %(inMaintenance)s
+              ||| % {
+                nodes: promql.acceleratorNodes(c, ['provisioning="spot"']),
+                by: byNode,
+                agent: promql.bridged(c, 'gce_instance_preempted{%s}' % c.nodeAgentSelector),
+                inMaintenance: inMaintenance,
+              }), 'no_agent'),
+              problem(|||
+                time() - max by (%(by)s, instance) (%(success)s) > %(stale)d
+              ||| % {
+                by: byNode,
+                success: promql.bridged(c, 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector),
+                stale: utils.seconds(c.metadataStaleThreshold),
+              }, 'metadata_unreachable'),
+            ]) + '\n',
+            annotations: {
+              summary: 'A GPU, TPU or Spot node has no working node agent.',
+              description: '{{ if eq $labels.problem "no_agent" }}No node agent reports on node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}%(on)s{{ else }}The node agent {{ $labels.instance }}{{ with $labels.node }} on node {{ . }}{{ end }}%(on)s has not reached its metadata server for {{ $value | humanizeDuration }}{{ end }}: its maintenance notices, Spot preemption and upcoming-maintenance windows are not seen, and a maintenance that could be rescheduled may be drained instead.' % { on: on },
+            },
+          }),
+          alert('GKEDisruptionMetadataPathUnsupported', {
+            // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
+            // maintenance of the node is drained rather than started at a time of our choosing.
+            expr: |||
+              max by (%(by)s, instance) (%(supported)s) == 0
+              and on (%(by)s)
+              %(nodes)s
+            ||| % {
+              by: byNode,
+              supported: promql.bridged(c, 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath]),
+              nodes: promql.acceleratorNodes(c),
+            },
+            annotations: {
+              summary: 'The metadata server of a GPU/TPU node does not serve upcoming maintenance.',
+              description: 'The metadata server of node {{ $labels.node }}%s answers 404 for %s (node agent {{ $labels.instance }}). Unless GKE annotates the node, its maintenance windows are known only from the scheduled-maintenance-time label and their reschedulability not at all, so they are drained rather than rescheduled.' % [on, upcomingPath],
+            },
+          }),
+          alert('GKEDisruptionCloudMonitoringStale', {
+            expr: |||
+              time() - max by (%(by)s) (%(success)s) > %(stale)d
+            ||| % {
+              by: utils.labelList(c, ['job']),
+              success: promql.bridged(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s}' % c.clusterExporterSelector),
+              stale: utils.seconds(c.cloudMonitoringStaleThreshold),
+            },
+            annotations: {
+              summary: 'Interruption counts from Cloud Monitoring are out of date.',
+              description: 'The cluster exporter%s last read Cloud Monitoring {{ $value | humanizeDuration }} ago: interruption counts and GKENodePoolInterruptionsHigh are behind. Check its credentials (monitoring.viewer) and gke_disruption_cloudmonitoring_requests_total by code.' % on,
+            },
+          }),
+          alert('GKEDisruptionWatchFailing', {
+            expr: |||
+              round(
+                sum by (%(by)s) (
+                  increase(gke_disruption_watch_errors_total{%(selector)s}[%(window)s])
+                )
+              ) > %(threshold)d
+            ||| % {
+              by: utils.labelList(c, ['resource']),
+              selector: c.clusterExporterSelector,
+              window: c.watchErrorsWindow,
+              threshold: c.watchErrorsThreshold,
+            },
+            annotations: {
+              summary: 'The cluster exporter cannot keep its watch of the Kubernetes API.',
+              description: 'The watch of {{ $labels.resource }}%s failed {{ printf "%%.0f" $value }} times within %s: node labels, taints and annotations may be out of date. Check the API server and the exporter\'s RBAC.' % [on, c.watchErrorsWindow],
+            },
+          }),
+          alert('GKEDisruptionActionsStalled', {
+            expr: std.join('\nor\n', [
+              problem(promql.heldFor(c, 'max by (%s, action) (%s)' % [
+                byNode,
+                promql.bridged(c, 'gke_disruption_action_state{%s, state="done"}' % c.actionsSelector),
+              ], c.actionsCordonedThreshold), 'cordoned'),
+              problem(promql.heldFor(c, 'max by (%s) (%s) > 0' % [
+                utils.labelList(c, ['action', 'pool', 'reason']),
+                promql.bridged(c, 'gke_disruption_actions_waiting{%s}' % c.actionsSelector),
+              ], c.actionsWaitingThreshold), 'waiting'),
+              problem('max by (%s) (max_over_time(gke_disruption_actions_leader{%s}[%s])) == 0' % [
+                c.clusterLabel,
+                c.actionsSelector,
+                c.actionsNoLeaderFor,
+              ], 'no_leader'),
+            ]) + '\n',
+            annotations: {
+              summary: 'The actions service is not making progress.',
+              description: '{{ if eq $labels.problem "cordoned" }}The actions service%(on)s has kept node {{ $labels.node }} cordoned after its {{ $labels.action }} for more than %(cordoned)s: GKE has not finished the maintenance or the node is not Ready.{{ else if eq $labels.problem "waiting" }}{{ $labels.action }} work in pool {{ $labels.pool }}%(on)s has waited ({{ $labels.reason }}) for more than %(waiting)s.{{ else }}No replica of the actions service%(on)s has led for %(leader)s: alerts are not acted on.{{ end }}' % {
+                on: on,
+                cordoned: c.actionsCordonedThreshold,
+                waiting: c.actionsWaitingThreshold,
+                leader: c.actionsNoLeaderFor,
+              },
+            },
+          }),
         ],
       },
     ],

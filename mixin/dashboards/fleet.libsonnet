@@ -1,18 +1,33 @@
-// Fleet overview: what maintenance is coming, what is in maintenance now, and how often pools are interrupted.
+// Fleet overview: what maintenance is coming and how much capacity it puts at risk, what is in maintenance now,
+// which workloads it concerns and whether they are ready, how often pools are interrupted, and whether the exporter
+// itself sees everything.
 local g = import '../lib/grafana.libsonnet';
+local promql = import '../lib/promql.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 local common = import 'common.libsonnet';
 
 {
   grafanaDashboards+:: {
     local c = $._config,
-    local sel = '%s, node_pool=~"$node_pool"' % common.clusterMatcher(c),
+    local cluster = common.clusterMatcher(c),
+    local sel = '%s, node_pool=~"$node_pool"' % cluster,
+    local byPool = utils.labelList(c, ['node_pool']),
     local interruptions(window, extra='') = 'node_pool_type_reason:gke_node_pool_interruptions:increase%s{%s%s}' % [window, sel, extra],
+    local nodes = 'gke_node_info{%s, %s}' % [c.clusterExporterSelector, sel],
+    local ns = c.workloadNamespaceLabel,
+    local workload(metric) = '%s{%s, %s}' % [metric, c.clusterExporterSelector, cluster],
+    // share is the part of each pool's nodes whose maintenance starts within seconds.
+    local share(seconds) = |||
+      count by (%(by)s) (node:gke_node_maintenance_start_timestamp_seconds:min{%(sel)s} < time() + %(seconds)d)
+      / on (%(by)s)
+      count by (%(by)s) (%(nodes)s)
+    ||| % { by: byPool, sel: sel, seconds: seconds, nodes: nodes },
+    local job(selector) = '%s, %s' % [selector, cluster],
 
     'gke-disruption-fleet.json': g.dashboard(
       c,
-      'gke-disruption-fleet',
-      'GKE disruption / Fleet',
+      'fleet',
+      'Fleet',
       'Host maintenance and interruptions of GKE nodes across node pools.',
       [common.clusterVariable(c), common.nodePoolVariable(c, multi=true)],
       [
@@ -20,7 +35,7 @@ local common = import 'common.libsonnet';
         {
           height: 4,
           panels: [
-            g.stat('Nodes', 'Nodes in the selected node pools.', 'count(gke_node_info{%s, %s}) or vector(0)' % [c.clusterExporterSelector, sel]),
+            g.stat('Nodes', 'Nodes in the selected node pools.', 'count(%s) or vector(0)' % nodes),
             g.stat('Maintenance within 24h', 'Nodes whose host maintenance starts within 24 hours, or has started.', 'sum(node_pool:gke_node_maintenance_scheduled:count_next24h{%s}) or vector(0)' % sel),
             g.stat('Maintenance within 7d', 'Nodes whose host maintenance starts within 7 days, or has started.', 'sum(node_pool:gke_node_maintenance_scheduled:count_next7d{%s}) or vector(0)' % sel),
             g.stat('In maintenance', 'Nodes in host maintenance now.', 'sum(node_pool:gke_nodes_in_maintenance:count{%s}) or vector(0)' % sel),
@@ -29,6 +44,50 @@ local common = import 'common.libsonnet';
           ],
         },
         { height: 10, panels: [common.upcomingMaintenance(c, 'node_pool=~"$node_pool"')] },
+        {
+          height: 10,
+          panels: [
+            g.stateTimeline(
+              'Maintenance timeline, by node',
+              'Each node with maintenance scheduled, coloured by the time left until its window starts: blue more than a day, yellow within the perform-maintenance lead time, orange within the drain lead time, red started.',
+              [g.target('node:gke_node_maintenance_start_timestamp_seconds:min{%s} - time()' % sel, '{{node_pool}} / {{node}}')],
+              's',
+              [
+                [null, 'red'],
+                [0, 'orange'],
+                [utils.seconds(c.drainLeadTime), 'yellow'],
+                [utils.seconds(c.performMaintenanceLeadTime), 'blue'],
+              ],
+            ),
+          ],
+        },
+        g.row('Capacity at risk'),
+        {
+          height: 8,
+          widths: [10, 14],
+          panels: [
+            g.table(
+              'Capacity at risk, by node pool',
+              "Share of each node pool's nodes whose host maintenance starts within 24 hours and within 7 days (or has started), most first.",
+              [g.target(share(utils.seconds(c.maintenanceScheduledWindows['24h'])), instant=true), g.target(share(utils.seconds(c.maintenanceScheduledWindows['7d'])), instant=true)],
+              [
+                [c.clusterLabel, 'Cluster'],
+                ['node_pool', 'Node pool'],
+                ['Value #A', 'Within 24h'],
+                ['Value #B', 'Within 7d'],
+              ],
+              units={ 'Value #A': 'percentunit', 'Value #B': 'percentunit' },
+              sortBy='Value #A',
+              desc=true,
+            ),
+            g.timeseries(
+              'Share of nodes with maintenance within 24h, by node pool',
+              "Share of each node pool's nodes whose host maintenance starts within 24 hours, or has started.",
+              [g.target(share(utils.seconds(c.maintenanceScheduledWindows['24h'])), '{{node_pool}}')],
+              unit='percentunit',
+            ),
+          ],
+        },
         {
           height: 8,
           panels: [
@@ -44,6 +103,49 @@ local common = import 'common.libsonnet';
             ),
           ],
         },
+        g.row('Workloads'),
+        {
+          height: 9,
+          panels: [
+            g.table(
+              'Workloads by next maintenance',
+              'Workloads on GPU, TPU and Spot nodes with host maintenance scheduled on any of their nodes, soonest first.',
+              [
+                g.target('1000 * %s' % workload('gke_workload_next_maintenance_timestamp_seconds'), instant=true),
+                g.target('%s - time()' % workload('gke_workload_next_maintenance_timestamp_seconds'), instant=true),
+                g.target('%s and on (%s) %s' % [workload('gke_workload_nodes'), utils.labelList(c, [ns, 'workload_kind', 'workload']), workload('gke_workload_next_maintenance_timestamp_seconds')], instant=true),
+                g.target(workload('gke_workload_nodes_in_maintenance'), instant=true),
+              ],
+              [
+                [c.clusterLabel, 'Cluster'],
+                [ns, 'Namespace'],
+                ['workload_kind', 'Kind'],
+                ['workload', 'Workload'],
+                ['Value #A', 'Next maintenance'],
+                ['Value #B', 'Starts in'],
+                ['Value #C', 'Nodes'],
+                ['Value #D', 'Nodes in maintenance'],
+              ],
+              units={ 'Value #A': 'dateTimeAsIso', 'Value #B': 's', 'Value #C': 'short', 'Value #D': 'short' },
+              sortBy='Value #A',
+            ),
+            g.table(
+              'Readiness findings',
+              'Readiness checks failing now, by workload: pods failing each check (1 for a cluster check). `gke-disruption-exporter audit` prints them in full.',
+              [g.target(workload('gke_readiness_findings'), instant=true)],
+              [
+                [c.clusterLabel, 'Cluster'],
+                ['check', 'Check'],
+                [ns, 'Namespace'],
+                ['workload_kind', 'Kind'],
+                ['workload', 'Workload'],
+                ['Value', 'Pods'],
+              ],
+              units={ Value: 'short' },
+              sortBy='check',
+            ),
+          ],
+        },
         g.row('Interruptions'),
         {
           height: 8,
@@ -56,14 +158,14 @@ local common = import 'common.libsonnet';
             ),
             g.timeseries(
               'Interruptions per hour, by node pool',
-              'Interruptions in the hour before each point, by node pool.',
-              [g.target('sum by (node_pool) (%s)' % interruptions('1h'), '{{node_pool}}')],
+              'Interruptions in the hour before each point, by cluster and node pool.',
+              [g.target('sum by (cluster_name, node_pool) (%s)' % interruptions('1h'), '{{cluster_name}} / {{node_pool}}')],
               stacked=true,
             ),
             g.timeseries(
               'HW/SW Maintenance interruptions per hour, by node pool',
-              'Interruptions with reason "HW/SW Maintenance" in the hour before each point, by node pool.',
-              [g.target('sum by (node_pool) (%s)' % interruptions('1h', ', interruption_reason="HW/SW Maintenance"'), '{{node_pool}}')],
+              'Interruptions with reason "HW/SW Maintenance" in the hour before each point, by cluster and node pool.',
+              [g.target('sum by (cluster_name, node_pool) (%s)' % interruptions('1h', ', interruption_reason="HW/SW Maintenance"'), '{{cluster_name}} / {{node_pool}}')],
               stacked=true,
             ),
           ],
@@ -73,15 +175,17 @@ local common = import 'common.libsonnet';
           panels: [
             g.table(
               'Interruptions within 7d',
-              'Interruptions within 7 days by node pool, type and reason, most first.',
-              [g.target('round(%s)' % interruptions('7d'), instant=true)],
+              'Interruptions within 7 days by cluster, node pool, type and reason, most first.',
+              [g.target(interruptions('7d'), instant=true)],
               [
                 [c.clusterLabel, 'Cluster'],
+                ['cluster_name', 'Counted cluster'],
                 ['node_pool', 'Node pool'],
                 ['interruption_type', 'Type'],
                 ['interruption_reason', 'Reason'],
                 ['Value', 'Interruptions'],
               ],
+              units={ Value: 'short' },
               sortBy='Value',
               desc=true,
             ),
@@ -90,21 +194,64 @@ local common = import 'common.libsonnet';
               'The nodes with the most interruptions within 7 days, of any node pool (nodes replaced since keep their counts).',
               [g.target(
                 'topk(20, round(sum by (%s) (increase(gke_node_interruptions_total{%s, %s}[7d]))))' % [
-                  utils.labelList(c, ['node', 'interruption_type', 'interruption_reason']),
+                  utils.labelList(c, promql.interruptionClusterLabels + ['node', 'interruption_type', 'interruption_reason']),
                   c.clusterExporterSelector,
-                  common.clusterMatcher(c),
+                  cluster,
                 ],
                 instant=true,
               )],
               [
                 [c.clusterLabel, 'Cluster'],
+                ['cluster_name', 'Counted cluster'],
                 ['node', 'Node'],
                 ['interruption_type', 'Type'],
                 ['interruption_reason', 'Reason'],
                 ['Value', 'Interruptions'],
               ],
+              units={ Value: 'short' },
               sortBy='Value',
               desc=true,
+            ),
+          ],
+        },
+        g.row('Exporter health'),
+        {
+          height: 4,
+          panels: [
+            g.stat('Targets down', 'Scrape targets of the three commands that failed their last scrape.', 'count(up{%s} == 0 or up{%s} == 0 or up{%s} == 0) or vector(0)' % [job(c.clusterExporterSelector), job(c.nodeAgentSelector), job(c.actionsSelector)]),
+            g.stat('Collectors failing', 'Collectors (nodes, workloads, Cloud Monitoring, metadata) whose last run failed.', 'count(gke_disruption_collector_success{%s} == 0 or gke_disruption_collector_success{%s} == 0) or vector(0)' % [job(c.clusterExporterSelector), job(c.nodeAgentSelector)]),
+            g.stat('Cloud Monitoring age', 'Time since the cluster exporter last read Cloud Monitoring successfully.', 'time() - max(gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s})' % job(c.clusterExporterSelector), unit='s'),
+            g.stat('Metadata servers unreachable', 'Node agents whose last successful metadata read is older than %s.' % c.metadataStaleThreshold, 'count(time() - max by (%s, instance) (gke_disruption_metadata_last_success_timestamp_seconds{%s}) > %d) or vector(0)' % [utils.labelList(c, ['node']), job(c.nodeAgentSelector), utils.seconds(c.metadataStaleThreshold)]),
+            g.stat('Nodes without agent', 'GPU, TPU and Spot nodes no node agent reports on (GKENodeAgentMissing firing).', 'count(ALERTS{alertname="GKENodeAgentMissing", alertstate="firing", problem="no_agent", %s}) or vector(0)' % cluster),
+            g.stat('Upcoming maintenance unsupported', 'Node agents whose metadata server answers 404 for instance/upcoming-maintenance.', 'count(gke_disruption_metadata_path_supported{%s, path="instance/upcoming-maintenance"} == 0) or vector(0)' % job(c.nodeAgentSelector)),
+          ],
+        },
+        {
+          height: 8,
+          panels: [
+            g.timeseries(
+              'Watch errors',
+              "Errors of the cluster exporter's Kubernetes watches per second, by resource.",
+              [g.target('sum by (resource) (rate(gke_disruption_watch_errors_total{%s}[$__rate_interval]))' % job(c.clusterExporterSelector), '{{resource}}')],
+              unit='ops',
+            ),
+            g.timeseries(
+              'Cloud Monitoring requests',
+              'Cloud Monitoring queries per second by metric and result code.',
+              [g.target('sum by (metric, code) (rate(gke_disruption_cloudmonitoring_requests_total{%s}[$__rate_interval]))' % job(c.clusterExporterSelector), '{{metric}} {{code}}')],
+              unit='reqps',
+            ),
+            g.timeseries(
+              'Metadata requests',
+              'Metadata server requests of all node agents per second by path and result code.',
+              [g.target('sum by (path, code) (rate(gke_disruption_metadata_requests_total{%s}[$__rate_interval]))' % job(c.nodeAgentSelector), '{{path}} {{code}}')],
+              unit='reqps',
+            ),
+            g.timeseries(
+              'Collector duration',
+              'How long each collector took, slowest target.',
+              [g.target('max by (job, collector) (gke_disruption_collector_duration_seconds{%s} or gke_disruption_collector_duration_seconds{%s})' % [job(c.clusterExporterSelector), job(c.nodeAgentSelector)], '{{job}} {{collector}}')],
+              unit='s',
             ),
           ],
         },

@@ -19,8 +19,8 @@ local common = import 'common.libsonnet';
 
     'gke-disruption-node-pool.json': g.dashboard(
       c,
-      'gke-disruption-node-pool',
-      'GKE disruption / Node pool',
+      'node-pool',
+      'Node pool',
       'Host maintenance, disruption signals and interruptions of one GKE node pool.',
       [common.clusterVariable(c), common.nodePoolVariable(c, multi=false)],
       [
@@ -33,7 +33,7 @@ local common = import 'common.libsonnet';
             g.stat('Maintenance within 7d', 'Nodes whose host maintenance starts within 7 days, or has started.', 'sum(node_pool:gke_node_maintenance_scheduled:count_next7d{%s}) or vector(0)' % sel),
             g.stat('In maintenance', 'Nodes in host maintenance now.', 'sum(node_pool:gke_nodes_in_maintenance:count{%s}) or vector(0)' % sel),
             g.stat('Cordoned', 'Nodes marked unschedulable, by anyone.', 'count(\n%s\n) or vector(0)' % inPool(clusterSeries('gke_node_unschedulable'))),
-            g.stat('Interruptions (7d)', 'Interruptions of the pool within 7 days, as Cloud Monitoring counts them.', 'round(sum(node_pool_type_reason:gke_node_pool_interruptions:increase7d{%s})) or vector(0)' % sel),
+            g.stat('Interruptions (7d)', 'Interruptions of the pool within 7 days, as Cloud Monitoring counts them.', 'sum(node_pool_type_reason:gke_node_pool_interruptions:increase7d{%s}) or vector(0)' % sel),
           ],
         },
         {
@@ -103,12 +103,13 @@ local common = import 'common.libsonnet';
             g.table(
               'Interruptions within 7d',
               'Interruptions of the pool within 7 days by type and reason, most first.',
-              [g.target('round(sum by (interruption_type, interruption_reason) (node_pool_type_reason:gke_node_pool_interruptions:increase7d{%s}))' % sel, instant=true)],
+              [g.target('sum by (interruption_type, interruption_reason) (node_pool_type_reason:gke_node_pool_interruptions:increase7d{%s})' % sel, instant=true)],
               [
                 ['interruption_type', 'Type'],
                 ['interruption_reason', 'Reason'],
                 ['Value', 'Interruptions'],
               ],
+              units={ Value: 'short' },
               sortBy='Value',
               desc=true,
             ),

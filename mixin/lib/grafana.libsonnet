@@ -49,10 +49,12 @@
 
   // table shows instant targets; with several targets their columns are merged on the shared labels.
   // columns lists [column, header] pairs in display order (a column is a label or 'Value', or 'Value #A',
-  // 'Value #B', ... with several targets); other columns are hidden. units maps a column to its unit. sortBy is the
-  // column to sort on, ascending unless desc.
+  // 'Value #B', ... with several targets); other columns are hidden. units maps a column to its unit: every value
+  // column shown needs one. sortBy is the column to sort on, ascending unless desc.
   table(title, description, targets, columns, units={}, sortBy=null, desc=false)::
     local names = [c[0] for c in columns];
+    local unitless = [n for n in names if std.startsWith(n, 'Value') && !std.objectHas(units, n)];
+    assert unitless == [] : 'table %s: value columns without a unit: %s' % [title, std.join(', ', unitless)];
     panel('table', title, description, targets) {
       transformations:
         (if std.length(targets) > 1 then [{ id: 'merge', options: {} }] else [])
@@ -68,7 +70,7 @@
           },
         }],
       fieldConfig: {
-        defaults: { custom: { align: 'auto', filterable: true } },
+        defaults: { unit: 'string', custom: { align: 'auto', filterable: true } },
         overrides: [
           { matcher: { id: 'byName', options: [c[1] for c in columns if c[0] == name][0] }, properties: [{ id: 'unit', value: units[name] }] }
           for name in std.objectFields(units)
@@ -76,6 +78,27 @@
       },
       options: { showHeader: true, cellHeight: 'sm' },
     },
+
+  // stateTimeline shows each series as a band coloured by thresholds, a list of [value, color] from the lowest
+  // (null for the base color).
+  stateTimeline(title, description, targets, unit, steps):: panel('state-timeline', title, description, targets) {
+    fieldConfig: {
+      defaults: {
+        unit: unit,
+        color: { mode: 'thresholds' },
+        thresholds: { mode: 'absolute', steps: [{ value: s[0], color: s[1] } for s in steps] },
+        custom: { fillOpacity: 80, lineWidth: 0 },
+      },
+      overrides: [],
+    },
+    options: {
+      showValue: 'never',
+      mergeValues: false,
+      rowHeight: 0.8,
+      legend: { showLegend: true, displayMode: 'list', placement: 'bottom' },
+      tooltip: { mode: 'single', sort: 'none' },
+    },
+  },
 
   row(title):: { type: 'row', title: title, collapsed: false, panels: [] },
 
@@ -102,7 +125,7 @@
     local placed = std.foldl(place, rows, { y: 0, panels: [] }).panels;
     std.mapWithIndex(function(i, p) p { id: i + 1 }, placed),
 
-  datasourceVariable:: {
+  datasourceVariable(config):: {
     name: 'datasource',
     label: 'Data source',
     type: 'datasource',
@@ -110,7 +133,7 @@
     current: {},
     hide: 0,
     refresh: 1,
-    regex: '',
+    regex: config.datasourceFilterRegex,
     options: [],
   },
 
@@ -132,15 +155,17 @@
     current: if includeAll then { selected: true, text: 'All', value: '$__all' } else {},
   } + (if includeAll then { allValue: '.*' } else {}),
 
-  dashboard(config, uid, title, description, variables, rows):: {
-    uid: uid,
-    title: title,
+  // dashboard is one dashboard; its uid is the configured prefix and name, which never changes with the title, so
+  // that links and bookmarks survive.
+  dashboard(config, name, title, description, variables, rows):: {
+    uid: config.dashboardUIDPrefix + name,
+    title: config.dashboardNamePrefix + title,
     description: description,
     tags: config.dashboardTags,
     timezone: config.dashboardTimezone,
     refresh: config.dashboardRefresh,
     schemaVersion: 39,
-    editable: true,
+    editable: false,
     graphTooltip: 1,
     time: { from: 'now-24h', to: 'now' },
     annotations: { list: [] },
@@ -152,7 +177,7 @@
       includeVars: true,
       keepTime: true,
     }],
-    templating: { list: [$.datasourceVariable] + variables },
+    templating: { list: [$.datasourceVariable(config)] + variables },
     panels: $.layout(rows),
   },
 }

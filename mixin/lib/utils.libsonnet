@@ -36,6 +36,23 @@ local unitSeconds = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
     local pad = std.repeat(' ', spaces);
     std.join('\n', [if line == '' then line else pad + line for line in std.split(std.rstripChars(text, '\n'), '\n')]),
 
+  // isDuration tells whether value is a duration seconds() accepts.
+  isDuration(value)::
+    std.isString(value) && value != '' && std.member(std.objectFields(unitSeconds), value[std.length(value) - 1])
+    && std.all([std.member('0123456789smhdw', ch) for ch in std.stringChars(value)])
+    && std.member('0123456789', value[0]),
+
+  // alertRule completes rule, an alerting rule without its severity and `for`, from config.alerts[name]. A `for`
+  // of 0s is left out.
+  alertRule(config, name, rule)::
+    assert std.objectHas(config.alerts, name) : 'alert %s has no entry in _config.alerts' % name;
+    local settings = config.alerts[name];
+    { alert: name } + rule + { labels+: { severity: settings.severity } }
+    + (if settings['for'] == '0s' then {} else { 'for': settings['for'] }),
+
+  // clusterRef is how a description names the cluster when several share one Prometheus: ' on cluster X'.
+  clusterRef(config):: if config.showMultiCluster then ' on cluster {{ $labels.%s }}' % config.clusterLabel else '',
+
   // labelList is a PromQL label list of the cluster label followed by labels.
   labelList(config, labels):: std.join(', ', [config.clusterLabel] + labels),
 }
