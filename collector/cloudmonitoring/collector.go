@@ -366,8 +366,12 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	q.family.commit(now, c.horizonLocked(q.family, now))
 	if err != nil {
 		if ctx.Err() == nil {
+			logCode := code.String()
+			if errors.Is(err, errPartial) {
+				logCode = codePartial
+			}
 			c.logger.Error("Cloud Monitoring listing failed", "metric", q.metricType, "project", q.project,
-				"code", code.String(), "retry_in", q.due.Sub(now).String(), "err", err)
+				"code", logCode, "retry_in", q.due.Sub(now).String(), "err", err)
 		}
 		return err
 	}

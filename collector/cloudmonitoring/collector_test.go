@@ -153,7 +153,7 @@ func TestScriptedHistory(t *testing.T) {
 	h := newHarness(t, monsim.Options{})
 	e := h.newExporter(testConfig())
 
-	e.poll() // primes with an empty window
+	e.poll() // lists the day so far: nothing
 	e.compare("before any interruption", `
 # HELP gke_disruption_cloudmonitoring_requests_total Cloud Monitoring ListTimeSeries calls (one per page), by metric type and gRPC code.
 # TYPE gke_disruption_cloudmonitoring_requests_total counter
