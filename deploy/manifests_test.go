@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -189,6 +190,7 @@ func checkNode(t *testing.T, m manifests) {
 		t.Errorf("node: args %v lack --node.name=$(NODE_NAME)", c.Args)
 	}
 	checkFieldEnv(t, c, "NODE_NAME", "spec.nodeName")
+	checkNodeOutlivesWorkloads(t, m, spec)
 	for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
 		for _, u := range m.ofKind(kind) {
 			var b rbacv1.RoleBinding
@@ -543,5 +545,51 @@ func checkDropsRuntimeSeries(t *testing.T, u *unstructured.Unstructured, ep map[
 		if isDropped(name) {
 			t.Errorf("%s %s drops %s", u.GetKind(), u.GetName(), name)
 		}
+	}
+}
+
+// checkNodeOutlivesWorkloads checks that the agent is a critical pod, admitted by a quota, and that it stops serving
+// within its grace period: on a preempted Spot VM it is then scraped after the workloads have stopped.
+func checkNodeOutlivesWorkloads(t *testing.T, m manifests, spec corev1.PodSpec) {
+	t.Helper()
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("node: priorityClassName %q, want system-node-critical", spec.PriorityClassName)
+	}
+	admitted := false
+	for _, u := range m.ofKind("ResourceQuota") {
+		var q corev1.ResourceQuota
+		decode(t, u, &q)
+		if q.Namespace != namespace || q.Spec.ScopeSelector == nil {
+			continue
+		}
+		for _, e := range q.Spec.ScopeSelector.MatchExpressions {
+			if e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn &&
+				slices.Contains(e.Values, spec.PriorityClassName) {
+				admitted = true
+			}
+		}
+	}
+	if !admitted {
+		t.Errorf("node: no ResourceQuota in %s admits priority class %s (GKE requires one outside kube-system)", namespace, spec.PriorityClassName)
+	}
+	delay := time.Duration(0)
+	for _, a := range spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--web.shutdown-delay="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Errorf("node: %s: %v", a, err)
+			}
+			delay = d
+		}
+	}
+	if delay <= 0 {
+		t.Error("node: no --web.shutdown-delay: the agent would stop serving at SIGTERM")
+	}
+	grace := 30 * time.Second
+	if spec.TerminationGracePeriodSeconds != nil {
+		grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	if delay >= grace || grace > 15*time.Second {
+		t.Errorf("node: shutdown delay %v and grace period %v: want the delay inside a grace of at most the critical pods' 15s", delay, grace)
 	}
 }

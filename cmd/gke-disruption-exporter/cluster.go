@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"k8s.io/client-go/kubernetes"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/cloudmonitoring"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
@@ -52,7 +54,11 @@ func clusterCommand(app *kingpin.Application) runFunc {
 				return err
 			}
 			defer client.Close()
-			mc, err := cloudmonitoring.New(logger.With("collector", "cloudmonitoring"), client, cloudMonitoring.Config(), reg)
+			cfg := cloudMonitoring.Config()
+			if len(cfg.Clusters) == 0 {
+				cfg.Clusters, cfg.Location = ownCluster(ctx, logger)
+			}
+			mc, err := cloudmonitoring.New(logger.With("collector", "cloudmonitoring"), client, cfg, reg)
 			if err != nil {
 				return fmt.Errorf("cloudmonitoring collector: %w", err)
 			}
@@ -75,4 +81,18 @@ func clusterCommand(app *kingpin.Application) runFunc {
 		}()
 		return server.ListenAndServe(ctx)
 	}
+}
+
+// ownCluster is the GKE cluster the exporter runs in, from the metadata server's instance attributes, so that by
+// default only its own interruptions are listed; none when they cannot be read (then every cluster is listed).
+func ownCluster(ctx context.Context, logger *slog.Logger) (clusters []string, location string) {
+	attrs, err := metadata.Attributes(ctx, 3*time.Second, "cluster-name", "cluster-location")
+	if name := attrs["cluster-name"]; err == nil && name != "" {
+		logger.Info("listing the interruptions of this cluster only (set --cloudmonitoring.cluster to choose)",
+			"cluster_name", name, "cluster_location", attrs["cluster-location"])
+		return []string{name}, attrs["cluster-location"]
+	}
+	logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, no cluster-name attribute on the metadata server): "+
+		"listing the interruptions of every cluster of the projects", "err", err)
+	return nil, ""
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mdsim "github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
+	monsim "github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -102,5 +105,69 @@ func TestClusterReadyOnlyAfterNodeListSynced(t *testing.T) {
 	}
 	if _, landing, _ := get(base + "/"); !strings.Contains(landing, "/metrics") {
 		t.Errorf("landing page does not link the metrics:\n%s", landing)
+	}
+}
+
+// TestClusterListsItsOwnClusterByDefault: without --cloudmonitoring.cluster the exporter reads its cluster from the
+// metadata server and lists only that one's interruptions; where the metadata server has none, every cluster.
+func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
+	mon := monsim.New(monsim.Options{})
+	monAddr, err := mon.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mon.Close)
+	for _, c := range []struct{ location, cluster string }{{"us-central1", "train"}, {"us-central1", "serve"}, {"europe-west4", "train"}} {
+		if err := mon.Record(monsim.Interruption{Project: "p1", Location: c.location, Cluster: c.cluster, NodePool: "a3",
+			Type: "T", Reason: "R", Count: 1, Time: time.Now().Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	series := func(location, cluster string) string {
+		return fmt.Sprintf(`cluster_location=%q,cluster_name=%q,cluster_project_id="p1"`, location, cluster)
+	}
+	for _, tc := range []struct {
+		name     string
+		instance *mdsim.Instance
+		want     []string
+		unwanted []string
+	}{
+		{"own cluster", &mdsim.Instance{Name: "n", ID: "1", Zone: "us-central1-a", ProjectID: "p1", NumericProjectID: "1",
+			ClusterName: "train", ClusterLocation: "us-central1"},
+			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}},
+		{"no metadata server", nil,
+			[]string{series("us-central1", "train"), series("us-central1", "serve"), series("europe-west4", "train")}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.instance != nil {
+				md := mdsim.New(*tc.instance)
+				ts := httptest.NewServer(md)
+				t.Cleanup(func() { md.Close(); ts.Close() })
+				t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(ts.URL, "http://"))
+			} else {
+				t.Setenv("GCE_METADATA_HOST", freeAddress(t)) // nothing listens
+			}
+			addr := freeAddress(t)
+			startCommand(t, clusterCommand, "cluster", "--no-collector.nodes", "--web.listen-address="+addr,
+				"--cloudmonitoring.project=p1", "--cloudmonitoring.endpoint="+monAddr, "--cloudmonitoring.insecure",
+				"--cloudmonitoring.interval=200ms")
+			testenv.Eventually(t, 20*time.Second, "the interruptions listed", func() error {
+				_, body, err := get("http://" + addr + "/metrics")
+				if err != nil {
+					return err
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(body, want) {
+						return fmt.Errorf("no series of %s", want)
+					}
+				}
+				for _, unwanted := range tc.unwanted {
+					if strings.Contains(body, unwanted) {
+						return fmt.Errorf("a series of %s, another cluster", unwanted)
+					}
+				}
+				return nil
+			})
+		})
 	}
 }

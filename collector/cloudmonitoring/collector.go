@@ -3,14 +3,14 @@
 // gke_node_pool_interruptions_total.
 //
 // Both metrics are GAUGE INT64 series whose points each count the interruptions since the previous sample, and
-// points become visible up to about 150 s after their end time. The collector lists each metric once per project
-// and poll interval, over a window reaching back --cloudmonitoring.lookback before the previous successful listing,
-// and adds every point to its counter exactly once (by series and point end time). A point is counted if it turns
-// up within the look-back window after its end time; after a failed listing the next window reaches back to the
-// last successful one, so an outage loses nothing the API still returns.
-//
-// A restarted exporter starts its counters at zero: the points of its first listing are remembered, not counted,
-// because the previous process may already have exposed them. Prometheus reads the drop as a counter reset.
+// points become visible up to about 150 s after their end time. A counter is a pure function of that history: the
+// sum of its series' points that end in the current UTC day (the anchor, switching --cloudmonitoring.lookback after
+// midnight so the day's late points still count). At start the collector lists the whole day, page by page, and
+// counts it; then it lists each metric once per project and poll interval over a window reaching back the look-back
+// before the previous successful listing (never before the day), and adds every point to its counter exactly once
+// (by series and point end time). So two exporters show the same values however far apart they started, and a
+// restarted exporter counts what the previous one did, including points that arrived in between. A failed or
+// partial listing does not move the window; the next one reaches back to the last complete listing.
 package cloudmonitoring
 
 import (
@@ -29,7 +29,6 @@ import (
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,19 +52,20 @@ const maxPageSize = 100000
 var (
 	nodeDesc = prometheus.NewDesc("gke_node_interruptions_total",
 		"Node interruptions reported by Cloud Monitoring (kubernetes.io/node/interruption_count).",
-		[]string{"project_id", "location", "cluster", "node", "interruption_type", "interruption_reason"}, nil)
+		[]string{"cluster_project_id", "cluster_location", "cluster_name", "node", "interruption_type", "interruption_reason"}, nil)
 	nodePoolDesc = prometheus.NewDesc("gke_node_pool_interruptions_total",
 		"Node pool interruptions reported by Cloud Monitoring (kubernetes.io/node_pool/interruption_count).",
-		[]string{"project_id", "location", "cluster", "node_pool", "interruption_type", "interruption_reason"}, nil)
+		[]string{"cluster_project_id", "cluster_location", "cluster_name", "node_pool", "interruption_type", "interruption_reason"}, nil)
 )
 
 // Config says what to list and how often.
 type Config struct {
 	Projects    []string      // projects whose metrics are listed, each with its own calls
 	Clusters    []string      // cluster_name values to keep; empty keeps all
+	Location    string        // with Clusters, the location (resource label location) to keep; empty keeps all
 	Interval    time.Duration // between listings of one metric and project
 	Lookback    time.Duration // how late a point may turn up and still be counted
-	IdleTimeout time.Duration // a series without new points is dropped after this long (nodes come and go)
+	IdleTimeout time.Duration // a series without points in the current day is dropped after this long idle
 	PageSize    int           // points per page; 0 means the API's largest
 }
 
@@ -87,11 +87,14 @@ func (c Config) Validate() error {
 			return errors.New("empty cluster name")
 		}
 	}
+	if c.Location != "" && len(c.Clusters) == 0 {
+		return errors.New("a cluster location without a cluster name")
+	}
 	switch {
 	case c.Interval <= 0:
 		return fmt.Errorf("interval %v: must be positive", c.Interval)
-	case c.Lookback <= 0:
-		return fmt.Errorf("look-back window %v: must be positive", c.Lookback)
+	case c.Lookback <= 0 || c.Lookback >= day:
+		return fmt.Errorf("look-back window %v: must be positive and under a day", c.Lookback)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout)
 	case c.PageSize < 0 || c.PageSize > maxPageSize:
@@ -129,8 +132,8 @@ type query struct {
 	family     *family
 	labels     func(dst []string, ts *monitoringpb.TimeSeries, project string) []string
 
-	succeeded bool      // a listing has completed; until then listings prime
-	from      time.Time // start of the next window once succeeded: look-back before the last success
+	succeeded bool      // a listing has completed in full
+	listed    time.Time // end of the last complete listing
 	lastErr   error     // of the latest attempt; nil after a success
 	attempted bool
 	failures  int       // consecutive retryable failures, for the backoff
@@ -176,15 +179,15 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 			Help:      "When the latest listings of every metric and project had all succeeded, in seconds since the epoch.",
 		}),
 	}
-	nodes := newFamily(nodeDesc, cfg.Interval, cfg.IdleTimeout)
-	pools := newFamily(nodePoolDesc, cfg.Interval, cfg.IdleTimeout)
+	nodes := newFamily(nodeDesc, cfg.Interval, cfg.IdleTimeout, cfg.Lookback)
+	pools := newFamily(nodePoolDesc, cfg.Interval, cfg.IdleTimeout, cfg.Lookback)
 	c.families = []*family{nodes, pools}
 	for _, project := range cfg.Projects {
 		c.queries = append(c.queries,
 			&query{metricType: MetricNodeInterruptions, project: project, family: nodes, labels: nodeLabels,
-				filter: listFilter(MetricNodeInterruptions, resourceNode, cfg.Clusters)},
+				filter: listFilter(MetricNodeInterruptions, resourceNode, cfg.Clusters, cfg.Location)},
 			&query{metricType: MetricNodePoolInterruptions, project: project, family: pools, labels: nodePoolLabels,
-				filter: listFilter(MetricNodePoolInterruptions, resourceNodePool, cfg.Clusters)})
+				filter: listFilter(MetricNodePoolInterruptions, resourceNodePool, cfg.Clusters, cfg.Location)})
 	}
 	for _, metric := range []string{MetricNodeInterruptions, MetricNodePoolInterruptions} {
 		c.requests.WithLabelValues(metric, codes.OK.String())
@@ -197,8 +200,8 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 	return c, nil
 }
 
-// listFilter selects one metric and resource type, and the clusters asked for.
-func listFilter(metricType, resourceType string, clusters []string) string {
+// listFilter selects one metric and resource type, and the clusters (and location) asked for.
+func listFilter(metricType, resourceType string, clusters []string, location string) string {
 	f := "metric.type = " + strconv.Quote(metricType) + " AND resource.type = " + strconv.Quote(resourceType)
 	if len(clusters) == 0 {
 		return f
@@ -207,7 +210,11 @@ func listFilter(metricType, resourceType string, clusters []string) string {
 	for i, name := range clusters {
 		alternatives[i] = "resource.labels.cluster_name = " + strconv.Quote(name)
 	}
-	return f + " AND (" + strings.Join(alternatives, " OR ") + ")"
+	f += " AND (" + strings.Join(alternatives, " OR ") + ")"
+	if location != "" {
+		f += " AND resource.labels.location = " + strconv.Quote(location)
+	}
+	return f
 }
 
 func nodeLabels(dst []string, ts *monitoringpb.TimeSeries, project string) []string {
@@ -218,8 +225,8 @@ func nodePoolLabels(dst []string, ts *monitoringpb.TimeSeries, project string) [
 	return seriesLabels(dst, ts, project, ts.GetResource().GetLabels()["node_pool_name"])
 }
 
-// seriesLabels appends the exported label values, in descriptor order, to dst; project_id falls back to the
-// listed project.
+// seriesLabels appends the exported label values, in descriptor order, to dst; cluster_project_id falls back to
+// the listed project.
 func seriesLabels(dst []string, ts *monitoringpb.TimeSeries, project, object string) []string {
 	r := ts.GetResource().GetLabels()
 	m := ts.GetMetric().GetLabels()
@@ -262,15 +269,33 @@ func (c *Collector) Poll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// errPartial is a listing the API answered with execution errors: some of the data may be missing.
+var errPartial = errors.New("partial answer")
+
+// codePartial counts, in requests_total, calls answered with execution errors.
+const codePartial = "Partial"
+
+// windowStartLocked is where q's next listing starts (exclusive): the look-back before its last complete listing,
+// never before the exposed day nor the idle time, which bound a catch-up after an outage; the whole day at first.
+func (c *Collector) windowStartLocked(q *query, now time.Time) time.Time {
+	base := anchorAt(now, c.cfg.Lookback)
+	if idle := now.Add(-c.cfg.IdleTimeout); idle.Before(base) {
+		base = idle
+	}
+	if q.succeeded {
+		if from := q.listed.Add(-c.cfg.Lookback); from.After(base) {
+			return from
+		}
+	}
+	return base
+}
+
 // poll lists q's window page by page, counts the new points, and schedules q's next attempt.
 func (c *Collector) poll(ctx context.Context, q *query) error {
 	now := c.now()
 	c.mu.Lock()
-	priming := !q.succeeded
-	from := q.from
-	if priming {
-		from = now.Add(-c.cfg.Lookback)
-	}
+	fresh := q.succeeded
+	from := c.windowStartLocked(q, now)
 	c.mu.Unlock()
 
 	req := &monitoringpb.ListTimeSeriesRequest{
@@ -280,26 +305,40 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 		View:     monitoringpb.ListTimeSeriesRequest_FULL,
 		PageSize: int32(c.cfg.PageSize),
 	}
-	pageSize := c.cfg.PageSize
-	if pageSize == 0 {
-		pageSize = maxPageSize
-	}
-	// The client's own retries are off: this loop backs off itself and counts every call by its code.
-	pager := iterator.NewPager(c.client.ListTimeSeries(ctx, req, gax.WithRetry(nil)), pageSize, "")
+	// The client's own retries are off: this loop backs off itself. Each page is fetched with one call, so that every
+	// call is counted by its code and every response is checked for execution errors (the iterator's own paging
+	// may make several calls per page it hands out).
+	it := c.client.ListTimeSeries(ctx, req, gax.WithRetry(nil))
 	var err error
 	var ignored int
+	token := ""
 	for {
-		var page []*monitoringpb.TimeSeries
-		token, pageErr := pager.NextPage(&page)
-		c.requests.WithLabelValues(q.metricType, grpcCode(pageErr).String()).Inc()
+		page, next, pageErr := it.InternalFetch(c.cfg.PageSize, token)
+		code := grpcCode(pageErr).String()
+		var partial []string
+		if resp, ok := it.Response.(*monitoringpb.ListTimeSeriesResponse); ok && pageErr == nil {
+			for _, e := range resp.GetExecutionErrors() {
+				partial = append(partial, codes.Code(e.GetCode()).String()+": "+e.GetMessage())
+			}
+		}
+		if len(partial) > 0 {
+			code = codePartial
+		}
+		c.requests.WithLabelValues(q.metricType, code).Inc()
 		if pageErr != nil {
 			err = fmt.Errorf("listing %s in project %s: %w", q.metricType, q.project, pageErr)
 			break
 		}
-		ignored += c.apply(q, page, now, priming)
-		if token == "" {
+		// Points of a partial page are real: counting them is safe, since the window stays and a point is counted
+		// once however often it is listed.
+		ignored += c.apply(q, page, now, fresh)
+		if len(partial) > 0 && err == nil {
+			err = fmt.Errorf("listing %s in project %s: %w: %s", q.metricType, q.project, errPartial, strings.Join(partial, "; "))
+		}
+		if next == "" {
 			break
 		}
+		token = next
 	}
 	if ignored > 0 {
 		c.logger.Warn("ignored points without an end time or with a value that is not a non-negative number",
@@ -314,12 +353,12 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	switch {
 	case err == nil:
 		q.succeeded = true
-		q.from = now.Add(-c.cfg.Lookback)
+		q.listed = now
 		q.failures = 0
 		q.due = now.Add(c.cfg.Interval)
-	case retryable(code):
+	case errors.Is(err, errPartial) || retryable(code):
 		q.failures++
-		q.due = now.Add(backoff(c.cfg.Interval, q.failures, c.jitter()))
+		q.due = now.Add(max(backoff(c.cfg.Interval, q.failures, c.jitter()), retryDelay(err)))
 	default:
 		q.failures = 0
 		q.due = now.Add(c.cfg.Interval)
@@ -327,8 +366,12 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	q.family.commit(now, c.horizonLocked(q.family, now))
 	if err != nil {
 		if ctx.Err() == nil {
+			logCode := code.String()
+			if errors.Is(err, errPartial) {
+				logCode = codePartial
+			}
 			c.logger.Error("Cloud Monitoring listing failed", "metric", q.metricType, "project", q.project,
-				"code", code.String(), "retry_in", q.due.Sub(now).String(), "err", err)
+				"code", logCode, "retry_in", q.due.Sub(now).String(), "err", err)
 		}
 		return err
 	}
@@ -339,7 +382,7 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 }
 
 // apply counts the points of one page and returns how many it could not read.
-func (c *Collector) apply(q *query, page []*monitoringpb.TimeSeries, now time.Time, priming bool) (ignored int) {
+func (c *Collector) apply(q *query, page []*monitoringpb.TimeSeries, now time.Time, fresh bool) (ignored int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var labels []string
@@ -351,7 +394,7 @@ func (c *Collector) apply(q *query, page []*monitoringpb.TimeSeries, now time.Ti
 				ignored++
 				continue
 			}
-			q.family.observe(labels, p.GetInterval().GetEndTime().AsTime(), value, now, priming)
+			q.family.observe(labels, p.GetInterval().GetEndTime().AsTime(), value, now, fresh)
 		}
 	}
 	return ignored
@@ -374,13 +417,15 @@ func pointValue(p *monitoringpb.Point) (float64, bool) {
 	return v, v >= 0
 }
 
-// horizonLocked is the earliest end time a listing of f may still return: the start of the next window of each of
-// its queries (for one that has not succeeded yet, a window ending now).
+// horizonLocked is the latest end time no listing of f will return again: the earliest start of the next window of
+// its queries.
 func (c *Collector) horizonLocked(f *family, now time.Time) time.Time {
-	horizon := now.Add(-c.cfg.Lookback)
+	horizon := now
 	for _, q := range c.queries {
-		if q.family == f && q.succeeded && q.from.Before(horizon) {
-			horizon = q.from
+		if q.family == f {
+			if from := c.windowStartLocked(q, now); from.Before(horizon) {
+				horizon = from
+			}
 		}
 	}
 	return horizon
@@ -400,10 +445,11 @@ var errNotPolled = errors.New("Cloud Monitoring not listed yet")
 // Update sends the counters as of the latest listings. It fails while any metric and project has not been listed,
 // or its latest listing failed; the counters keep their values meanwhile.
 func (c *Collector) Update(ch chan<- prometheus.Metric) error {
+	now := c.now()
 	c.mu.Lock()
 	var metrics []prometheus.Metric
 	for _, f := range c.families {
-		metrics = f.metrics(metrics)
+		metrics = f.metrics(metrics, now)
 	}
 	var errs []error
 	for _, q := range c.queries {

@@ -153,7 +153,7 @@ func TestScriptedHistory(t *testing.T) {
 	h := newHarness(t, monsim.Options{})
 	e := h.newExporter(testConfig())
 
-	e.poll() // primes with an empty window
+	e.poll() // lists the day so far: nothing
 	e.compare("before any interruption", `
 # HELP gke_disruption_cloudmonitoring_requests_total Cloud Monitoring ListTimeSeries calls (one per page), by metric type and gRPC code.
 # TYPE gke_disruption_cloudmonitoring_requests_total counter
@@ -172,10 +172,10 @@ gke_disruption_cloudmonitoring_last_success_timestamp_seconds 1.7487792e+09
 	e.compare("new series", `
 # HELP gke_node_interruptions_total Node interruptions reported by Cloud Monitoring (kubernetes.io/node/interruption_count).
 # TYPE gke_node_interruptions_total counter
-gke_node_interruptions_total{cluster="train",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",location="us-central1",node="gpu-1",project_id="p1"} 0
+gke_node_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",node="gpu-1"} 0
 # HELP gke_node_pool_interruptions_total Node pool interruptions reported by Cloud Monitoring (kubernetes.io/node_pool/interruption_count).
 # TYPE gke_node_pool_interruptions_total counter
-gke_node_pool_interruptions_total{cluster="train",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",location="us-central1",node_pool="a3",project_id="p1"} 0
+gke_node_pool_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",node_pool="a3"} 0
 `, names(counterNames)...)
 
 	// 12:01:10 two more nodes of the pool go, one a Spot preemption; an unknown type and reason pass through.
@@ -192,15 +192,15 @@ gke_node_pool_interruptions_total{cluster="train",interruption_reason="HW/SW Mai
 	e.compare("after three more interruptions", `
 # HELP gke_node_interruptions_total Node interruptions reported by Cloud Monitoring (kubernetes.io/node/interruption_count).
 # TYPE gke_node_interruptions_total counter
-gke_node_interruptions_total{cluster="train",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",location="us-central1",node="gpu-1",project_id="p1"} 1
-gke_node_interruptions_total{cluster="train",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",location="us-central1",node="gpu-2",project_id="p1"} 1
-gke_node_interruptions_total{cluster="train",interruption_reason="Other",interruption_type="PreemptionEvent",location="us-central1",node="spot-1",project_id="p1"} 1
-gke_node_interruptions_total{cluster="train",interruption_reason="Solar flare",interruption_type="FutureEvent",location="us-central1",node="tpu-1",project_id="p1"} 3
+gke_node_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",node="gpu-1"} 1
+gke_node_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",node="gpu-2"} 1
+gke_node_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="Other",interruption_type="PreemptionEvent",node="spot-1"} 1
+gke_node_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="Solar flare",interruption_type="FutureEvent",node="tpu-1"} 3
 # HELP gke_node_pool_interruptions_total Node pool interruptions reported by Cloud Monitoring (kubernetes.io/node_pool/interruption_count).
 # TYPE gke_node_pool_interruptions_total counter
-gke_node_pool_interruptions_total{cluster="train",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",location="us-central1",node_pool="a3",project_id="p1"} 2
-gke_node_pool_interruptions_total{cluster="train",interruption_reason="Other",interruption_type="PreemptionEvent",location="us-central1",node_pool="spot",project_id="p1"} 1
-gke_node_pool_interruptions_total{cluster="train",interruption_reason="Solar flare",interruption_type="FutureEvent",location="us-central1",node_pool="v5e",project_id="p1"} 3
+gke_node_pool_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="HW/SW Maintenance",interruption_type="MaintenanceEvent",node_pool="a3"} 2
+gke_node_pool_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="Other",interruption_type="PreemptionEvent",node_pool="spot"} 1
+gke_node_pool_interruptions_total{cluster_location="us-central1",cluster_name="train",cluster_project_id="p1",interruption_reason="Solar flare",interruption_type="FutureEvent",node_pool="v5e"} 3
 `, names(counterNames)...)
 
 	// Ten more polls: every point is in several overlapping windows, and still counted once.
@@ -209,10 +209,10 @@ gke_node_pool_interruptions_total{cluster="train",interruption_reason="Solar fla
 		e.poll()
 	}
 	want := e.values()
-	if got := want[`gke_node_pool_interruptions_total{cluster=train,interruption_reason=HW/SW Maintenance,interruption_type=MaintenanceEvent,location=us-central1,node_pool=a3,project_id=p1}`]; got != 2 {
+	if got := want[`gke_node_pool_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=HW/SW Maintenance,interruption_type=MaintenanceEvent,node_pool=a3}`]; got != 2 {
 		t.Errorf("a3 pool after ten more polls = %v, want 2", got)
 	}
-	if got := want[`gke_node_interruptions_total{cluster=train,interruption_reason=Solar flare,interruption_type=FutureEvent,location=us-central1,node=tpu-1,project_id=p1}`]; got != 3 {
+	if got := want[`gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=Solar flare,interruption_type=FutureEvent,node=tpu-1}`]; got != 3 {
 		t.Errorf("tpu-1 after ten more polls = %v, want 3", got)
 	}
 	if calls := h.sim.Calls(); calls != 2*15 {
@@ -228,7 +228,7 @@ func TestLatePointsCountedOnce(t *testing.T) {
 			e.poll()
 			h.clock.Add(10 * time.Second)
 			h.record(monsim.Interruption{Node: "n1", NodePool: "a3", Type: "TerminationEvent", Reason: "HostError", Count: 2})
-			key := `gke_node_interruptions_total{cluster=train,interruption_reason=HostError,interruption_type=TerminationEvent,location=us-central1,node=n1,project_id=p1}`
+			key := `gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=HostError,interruption_type=TerminationEvent,node=n1}`
 			h.clock.Add(50 * time.Second)
 			var history []float64
 			for range 15 {
@@ -285,43 +285,6 @@ func TestRepeatedPollsAtOneInstant(t *testing.T) {
 		if v != 1 {
 			t.Errorf("%s = %v after polling the same window repeatedly, want 1", k, v)
 		}
-	}
-}
-
-func TestRestartStartsAtZero(t *testing.T) {
-	h := newHarness(t, monsim.Options{})
-	first := h.newExporter(testConfig())
-	first.poll()
-	h.clock.Add(30 * time.Second)
-	h.record(monsim.Interruption{Node: "n1", NodePool: "a3", Type: "MaintenanceEvent", Reason: "HW/SW Maintenance", Count: 1})
-	h.clock.Add(30 * time.Second)
-	first.poll()
-	h.clock.Add(time.Minute)
-	first.poll()
-	node := `gke_node_interruptions_total{cluster=train,interruption_reason=HW/SW Maintenance,interruption_type=MaintenanceEvent,location=us-central1,node=n1,project_id=p1}`
-	pool := `gke_node_pool_interruptions_total{cluster=train,interruption_reason=HW/SW Maintenance,interruption_type=MaintenanceEvent,location=us-central1,node_pool=a3,project_id=p1}`
-	if v := first.values(); v[node] != 1 || v[pool] != 1 {
-		t.Fatalf("before the restart: %v, want n1 and a3 at 1", v)
-	}
-
-	// At 2m another node goes, its point late; at 3m a new process starts. Its first window holds n1's point, which
-	// the old process exposed and the new one must not count again, but not yet n2's, which it must count.
-	h.sim.SetDelay(2 * time.Minute)
-	h.record(monsim.Interruption{Node: "n2", NodePool: "a3", Type: "MaintenanceEvent", Reason: "HW/SW Maintenance", Count: 1})
-	h.clock.Add(time.Minute)
-	second := h.newExporter(testConfig())
-	second.poll()
-	if v := second.values(); fmt.Sprint(v) != fmt.Sprint(map[string]float64{node: 0, pool: 0}) {
-		t.Errorf("first poll after the restart: %v, want n1 and a3 at 0", v)
-	}
-	for range 4 {
-		h.clock.Add(time.Minute)
-		second.poll()
-	}
-	n2 := strings.Replace(node, "node=n1", "node=n2", 1)
-	want := map[string]float64{node: 0, pool: 1, n2: 1}
-	if got := second.values(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("after the restart:\n got %v\nwant %v", got, want)
 	}
 }
 
@@ -418,10 +381,10 @@ func TestPagination(t *testing.T) {
 	}
 	want := map[string]float64{}
 	for _, node := range []string{"a", "b", "c", "d", "e"} {
-		want["gke_node_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node="+node+",project_id=p1}"] = 1
+		want["gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=R,interruption_type=T,node="+node+"}"] = 1
 	}
-	want["gke_node_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node=a,project_id=p1}"] = 3
-	want["gke_node_pool_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node_pool=pool,project_id=p1}"] = 7
+	want["gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=R,interruption_type=T,node=a}"] = 3
+	want["gke_node_pool_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=R,interruption_type=T,node_pool=pool}"] = 7
 	if got := e.values(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("counters across pages:\n got %v\nwant %v", got, want)
 	}
@@ -441,8 +404,8 @@ func TestClusterFilter(t *testing.T) {
 		e.poll()
 	}
 	want := map[string]float64{
-		"gke_node_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node=t1,project_id=p1}":           1,
-		"gke_node_pool_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node_pool=a3,project_id=p1}": 1,
+		"gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=R,interruption_type=T,node=t1}":           1,
+		"gke_node_pool_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p1,interruption_reason=R,interruption_type=T,node_pool=a3}": 1,
 	}
 	if got := e.values(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("with --cloudmonitoring.cluster=train:\n got %v\nwant %v", got, want)
@@ -464,46 +427,9 @@ func TestMultipleProjects(t *testing.T) {
 	if calls := h.sim.Calls() - before; calls != 6 {
 		t.Errorf("a poll of 2 metrics in 3 projects made %d calls, want 6", calls)
 	}
-	want := map[string]float64{"gke_node_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node=n,project_id=p2}": 1}
+	want := map[string]float64{"gke_node_interruptions_total{cluster_location=us-central1,cluster_name=train,cluster_project_id=p2,interruption_reason=R,interruption_type=T,node=n}": 1}
 	if got := e.values(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v, want %v", got, want)
-	}
-}
-
-func TestIdleSeriesExpire(t *testing.T) {
-	h := newHarness(t, monsim.Options{})
-	cfg := testConfig()
-	cfg.IdleTimeout = 10 * time.Minute
-	e := h.newExporter(cfg)
-	e.poll()
-	h.record(monsim.Interruption{Node: "deleted", Type: "T", Reason: "R", Count: 1})
-	h.clock.Add(time.Minute)
-	e.poll() // the series is created (last active) at 1m
-	key := "gke_node_interruptions_total{cluster=train,interruption_reason=R,interruption_type=T,location=us-central1,node=deleted,project_id=p1}"
-	for minute := 2; minute <= 11; minute++ {
-		h.clock.Add(time.Minute)
-		e.poll()
-		if _, ok := e.values()[key]; !ok {
-			t.Fatalf("series dropped at minute %d, before its idle time ran out", minute)
-		}
-	}
-	h.clock.Add(time.Minute)
-	e.poll() // 12m: idle for 11m > 10m, and its point (0m) is long out of every window
-	if v := e.values(); len(v) != 0 {
-		t.Errorf("idle series kept: %v", v)
-	}
-
-	// The node is back: a new series, at zero first, then counting.
-	h.record(monsim.Interruption{Node: "deleted", Type: "T", Reason: "R", Count: 1})
-	h.clock.Add(time.Minute)
-	e.poll()
-	if v, ok := e.values()[key]; !ok || v != 0 {
-		t.Errorf("returning series = %v (present %v), want 0", v, ok)
-	}
-	h.clock.Add(time.Minute)
-	e.poll()
-	if v := e.values()[key]; v != 1 {
-		t.Errorf("returning series = %v, want 1", v)
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 
 var labels = []string{"p1", "us-central1", "train", "n1", "MaintenanceEvent", "HW/SW Maintenance"}
 
-func value(t *testing.T, f *family) (float64, bool) {
+func value(t *testing.T, f *family, now time.Time) (float64, bool) {
 	t.Helper()
-	ms := f.metrics(nil)
+	ms := f.metrics(nil, now)
 	if len(ms) == 0 {
 		return 0, false
 	}
@@ -31,71 +31,92 @@ func value(t *testing.T, f *family) (float64, bool) {
 }
 
 func TestFamilyHoldsNewSeriesAtZeroThenCountsEachPointOnce(t *testing.T) {
-	f := newFamily(nodeDesc, time.Minute, time.Hour)
+	f := newFamily(nodeDesc, time.Minute, time.Hour, 5*time.Minute)
 	end := t0.Add(time.Minute)
 	now := t0.Add(3 * time.Minute)
-	f.observe(labels, end, 2, now, false)
-	f.observe(labels, end, 2, now, false) // the same point again, as the next page or window returns it
+	f.observe(labels, end, 2, now, true)
+	f.observe(labels, end, 2, now, true) // the same point again, as the next page or window returns it
 	f.commit(now, now.Add(-5*time.Minute))
-	if v, ok := value(t, f); !ok || v != 0 {
+	if v, ok := value(t, f, now); !ok || v != 0 {
 		t.Fatalf("new series = %v (present %v), want 0 for one interval", v, ok)
 	}
 	now = now.Add(time.Minute)
-	f.observe(labels, end, 2, now, false)
-	f.observe(labels, end.Add(time.Minute), 1, now, false)
+	f.observe(labels, end, 2, now, true)
+	f.observe(labels, end.Add(time.Minute), 1, now, true)
 	f.commit(now, now.Add(-5*time.Minute))
-	if v, _ := value(t, f); v != 3 {
+	if v, _ := value(t, f, now); v != 3 {
 		t.Errorf("after the hold = %v, want 3", v)
 	}
 	now = now.Add(time.Minute)
-	f.observe(labels, end.Add(2*time.Minute), 4, now, false)
+	f.observe(labels, end.Add(2*time.Minute), 4, now, true)
 	f.commit(now, now.Add(-5*time.Minute))
-	if v, _ := value(t, f); v != 7 {
+	if v, _ := value(t, f, now); v != 7 {
 		t.Errorf("an existing series counts at once: %v, want 7", v)
 	}
 }
 
-func TestFamilyPrimingRemembersWithoutCounting(t *testing.T) {
-	f := newFamily(nodeDesc, time.Minute, time.Hour)
+func TestFamilyCountsTheFirstListingAtOnce(t *testing.T) {
+	f := newFamily(nodeDesc, time.Minute, time.Hour, 5*time.Minute)
 	now := t0.Add(5 * time.Minute)
-	f.observe(labels, t0.Add(time.Minute), 5, now, true)
-	f.commit(now, now.Add(-5*time.Minute))
-	now = now.Add(time.Minute)
 	f.observe(labels, t0.Add(time.Minute), 5, now, false)
-	f.observe(labels, t0.Add(5*time.Minute), 1, now, false)
 	f.commit(now, now.Add(-5*time.Minute))
-	if v, _ := value(t, f); v != 1 {
-		t.Errorf("after priming = %v, want 1 (the primed point is not counted)", v)
+	if v, _ := value(t, f, now); v != 5 {
+		t.Errorf("history listed at start = %v, want 5: the previous process exposed it too", v)
 	}
 }
 
 func TestFamilyMemoryIsBounded(t *testing.T) {
-	f := newFamily(nodeDesc, time.Minute, time.Hour)
-	now := t0
-	for minute := range 24 * 60 {
-		now = t0.Add(time.Duration(minute) * time.Minute)
-		f.observe(labels, now, 1, now, false)
+	f := newFamily(nodeDesc, time.Minute, time.Hour, 5*time.Minute)
+	day := t0.Truncate(24 * time.Hour)
+	now := day
+	for minute := 1; minute <= 24*60; minute++ {
+		now = day.Add(time.Duration(minute) * time.Minute)
+		f.observe(labels, now, 1, now, true)
 		f.commit(now, now.Add(-5*time.Minute))
 	}
 	c := f.series[strings.Join(labels, "\xff")+"\xff"]
-	if len(c.seen) > 6 {
-		t.Errorf("a day of points leaves %d end times remembered, want at most the 6 in the look-back window", len(c.seen))
+	if len(c.seen) > 5 {
+		t.Errorf("a day of points leaves %d end times remembered, want at most the 5 in the look-back window", len(c.seen))
 	}
-	if v, _ := value(t, f); v != 24*60 {
+	if len(c.counts) > 2 {
+		t.Errorf("%d days of counts kept, want at most 2", len(c.counts))
+	}
+	if v, _ := value(t, f, now); v != 24*60 {
 		t.Errorf("a day of points = %v, want %d", v, 24*60)
 	}
 }
 
 func TestFamilyExpiresIdleSeriesOnlyOnceTheyRememberNothing(t *testing.T) {
-	f := newFamily(nodeDesc, time.Minute, time.Minute) // idle timeout shorter than the look-back
-	f.observe(labels, t0, 1, t0, false)
-	f.commit(t0.Add(3*time.Minute), t0.Add(-time.Minute)) // idle 3m, but the point may still be listed again
-	if _, ok := value(t, f); !ok {
+	f := newFamily(nodeDesc, time.Minute, time.Minute, 5*time.Minute) // idle timeout shorter than the look-back
+	yesterday := t0.Add(-24 * time.Hour)
+	f.observe(labels, yesterday, 1, t0, true) // a point of a closed day: the series shows, at zero
+	f.commit(t0.Add(3*time.Minute), yesterday.Add(-time.Minute))
+	if _, ok := f.series[strings.Join(labels, "\xff")+"\xff"]; !ok {
 		t.Fatal("a series whose point may still be listed was dropped: the point would be counted again")
 	}
-	f.commit(t0.Add(4*time.Minute), t0.Add(time.Second))
-	if _, ok := value(t, f); ok {
+	f.commit(t0.Add(4*time.Minute), t0)
+	if len(f.series) != 0 {
 		t.Error("an idle series that remembers no point was kept")
+	}
+}
+
+func TestDayOf(t *testing.T) {
+	midnight := t0.Truncate(24 * time.Hour)
+	for end, want := range map[time.Time]time.Time{
+		midnight:                       midnight.Add(-24 * time.Hour),
+		midnight.Add(time.Nanosecond):  midnight,
+		midnight.Add(24 * time.Hour):   midnight,
+		midnight.Add(-time.Nanosecond): midnight.Add(-24 * time.Hour),
+	} {
+		if got := dayOf(end); !got.Equal(want) {
+			t.Errorf("dayOf(%v) = %v, want %v", end, got, want)
+		}
+	}
+	if got := anchorAt(midnight.Add(4*time.Minute), 5*time.Minute); !got.Equal(midnight.Add(-24 * time.Hour)) {
+		t.Errorf("anchor 4m after midnight with a 5m look-back = %v, want the day before", got)
+	}
+	if got := anchorAt(midnight.Add(5*time.Minute), 5*time.Minute); !got.Equal(midnight) {
+		t.Errorf("anchor 5m after midnight with a 5m look-back = %v, want midnight", got)
 	}
 }
 
@@ -148,13 +169,15 @@ func TestPointValue(t *testing.T) {
 func TestListFilter(t *testing.T) {
 	for _, tc := range []struct {
 		clusters []string
+		location string
 		want     string
 	}{
-		{nil, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node"`},
-		{[]string{"train"}, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train")`},
-		{[]string{"a", `b"c`}, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "a" OR resource.labels.cluster_name = "b\"c")`},
+		{nil, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node"`},
+		{[]string{"train"}, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train")`},
+		{[]string{"train"}, "us-central1", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train") AND resource.labels.location = "us-central1"`},
+		{[]string{"a", `b"c`}, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "a" OR resource.labels.cluster_name = "b\"c")`},
 	} {
-		if got := listFilter(MetricNodeInterruptions, resourceNode, tc.clusters); got != tc.want {
+		if got := listFilter(MetricNodeInterruptions, resourceNode, tc.clusters, tc.location); got != tc.want {
 			t.Errorf("listFilter(%q):\n got %s\nwant %s", tc.clusters, got, tc.want)
 		}
 	}

@@ -23,13 +23,16 @@ func AddFlags(cmd *kingpin.CmdClause) *Flags {
 		Projects: cmd.Flag("cloudmonitoring.project",
 			"Project whose GKE interruption metrics are read (repeatable). The collector is active only with at least one.").Strings(),
 		Clusters: cmd.Flag("cloudmonitoring.cluster",
-			"Only read interruptions of this cluster (repeatable; default: every cluster of the projects).").Strings(),
+			"Only read interruptions of this cluster (repeatable; default: the exporter's own, from the metadata server's "+
+				"instance/attributes/cluster-name and cluster-location, else every cluster of the projects).").Strings(),
 		Interval: cmd.Flag("cloudmonitoring.interval",
 			"How often each interruption metric is listed per project.").Default("60s").Duration(),
 		Lookback: cmd.Flag("cloudmonitoring.lookback",
-			"How late a point may turn up and still be counted; GKE's points arrive up to about 150s late.").Default("5m").Duration(),
+			"How late a point may turn up and still be counted; GKE's points arrive up to about 150s late. Counters "+
+				"count the current UTC day and move to the next this long after midnight.").Default("5m").Duration(),
 		IdleTimeout: cmd.Flag("cloudmonitoring.series-idle-timeout",
-			"Drop a node or node pool series after this long without new interruptions (deleted nodes).").Default("1h").Duration(),
+			"Keep a node or node pool series with no interruption in the current day (at zero) until this long after its "+
+				"latest one, then drop it.").Default("1h").Duration(),
 		Endpoint: cmd.Flag("cloudmonitoring.endpoint",
 			"Cloud Monitoring API endpoint, host:port (default: Google's).").String(),
 		Insecure: cmd.Flag("cloudmonitoring.insecure",

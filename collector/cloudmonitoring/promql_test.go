@@ -81,17 +81,17 @@ eval instant at 30m sum by (interruption_type, interruption_reason) (increase(gk
   {interruption_type="TerminationEvent", interruption_reason="HostError"} 1
 
 # By pool.
-eval instant at 30m sum by (cluster, node_pool) (increase(gke_node_pool_interruptions_total[30m]))
-  {cluster="train", node_pool="a3"} 4
-  {cluster="train", node_pool="spot"} 2
-  {cluster="train", node_pool="l4"} 1
-  {cluster="train", node_pool="v5e"} 4
-  {cluster="serve", node_pool="l4b"} 1
+eval instant at 30m sum by (cluster_name, node_pool) (increase(gke_node_pool_interruptions_total[30m]))
+  {cluster_name="train", node_pool="a3"} 4
+  {cluster_name="train", node_pool="spot"} 2
+  {cluster_name="train", node_pool="l4"} 1
+  {cluster_name="train", node_pool="v5e"} 4
+  {cluster_name="serve", node_pool="l4b"} 1
 
 # Only host maintenance.
-eval instant at 30m sum by (cluster) (increase(gke_node_interruptions_total{interruption_reason="HW/SW Maintenance"}[30m]))
-  {cluster="train"} 7
-  {cluster="serve"} 1
+eval instant at 30m sum by (cluster_name) (increase(gke_node_interruptions_total{interruption_reason="HW/SW Maintenance"}[30m]))
+  {cluster_name="train"} 7
+  {cluster_name="serve"} 1
 
 # The counters themselves started at zero, so they agree with the increases.
 eval instant at 30m sum by (node_pool) (gke_node_pool_interruptions_total{interruption_reason="HW/SW Maintenance"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -44,4 +45,19 @@ func backoff(interval time.Duration, failures int, jitter float64) time.Duration
 	}
 	d = min(d, limit)
 	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// retryDelay is the wait the server asked for in the error's RetryInfo (quota errors carry one: retrying sooner
+// falls into the same quota period), or 0.
+func retryDelay(err error) time.Duration {
+	s, ok := status.FromError(err)
+	if !ok {
+		return 0
+	}
+	for _, d := range s.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return max(ri.GetRetryDelay().AsDuration(), 0)
+		}
+	}
+	return 0
 }

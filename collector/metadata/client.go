@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
-	gcemetadata "cloud.google.com/go/compute/metadata"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/version"
 )
 
 // maxBodyBytes bounds a metadata answer; the watched values are a few hundred bytes.
@@ -29,113 +30,123 @@ type reply struct {
 	tooLarge bool // a 200 whose body exceeded maxBodyBytes: a value, but an unreadable one
 }
 
-// client issues metadata requests through the cloud.google.com/go/compute/metadata client, which resolves
-// GCE_METADATA_HOST, sets Metadata-Flavor and retries transient failures. Its public API returns neither the ETag
-// nor the status of an answer, which a hanging-GET loop needs, so a RoundTripper under it observes both and hands
-// them back through the request's context. The same RoundTripper counts every attempt, the library's retries
-// included, and bounds the size of an answer.
+// client issues metadata requests itself, one attempt each, with the headers cloud.google.com/go/compute/metadata
+// sends and the host it resolves ($GCE_METADATA_HOST, else the link-local address). The library is not used: it
+// retries timeouts and 5xx answers several times inside one call, which hides a dead server for minutes, and it
+// returns neither the ETag nor the status a hanging-GET loop needs. Every attempt is counted, and each has a
+// deadline of the hanging GET's timeout plus a slack, so a connection that died silently is noticed.
 type client struct {
-	md         *gcemetadata.Client
+	http       *http.Client
+	base       string
 	timeoutSec int
+	slack      time.Duration
+	requests   *prometheus.CounterVec
 }
 
-// observation is what the RoundTripper saw of the last attempt of one call.
-type observation struct {
-	status int
-	etag   string
-}
-
-type observationKey struct{}
-
-// pathKey carries the watched path (without query) to the RoundTripper for the requests_total label.
-type pathKey struct{}
-
-type observingTransport struct {
-	base     http.RoundTripper
-	requests *prometheus.CounterVec
-}
-
-func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	path, _ := req.Context().Value(pathKey{}).(string)
-	res, err := t.base.RoundTrip(req)
-	if err != nil {
-		t.requests.WithLabelValues(path, "error").Inc()
-		return nil, err
+// metadataHost is where the metadata server listens, as the Google libraries resolve it.
+func metadataHost() string {
+	if h := os.Getenv("GCE_METADATA_HOST"); h != "" {
+		return h
 	}
-	t.requests.WithLabelValues(path, strconv.Itoa(res.StatusCode)).Inc()
-	if o, ok := req.Context().Value(observationKey{}).(*observation); ok {
-		o.status, o.etag = res.StatusCode, res.Header.Get("ETag")
-	}
-	res.Body = &limitedBody{ReadCloser: res.Body, left: maxBodyBytes}
-	return res, nil
+	return "169.254.169.254"
 }
 
-// limitedBody fails a read past its limit, so an endless answer cannot exhaust memory.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more tells an answer of exactly the limit from a longer one.
-		var probe [1]byte
-		if n, _ := b.ReadCloser.Read(probe[:]); n > 0 {
-			return 0, errBodyTooLarge
-		}
-		return b.ReadCloser.Read(p)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func newClient(logger *slog.Logger, requests *prometheus.CounterVec, timeoutSec int, requestTimeout time.Duration) *client {
-	base := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: len(watchedPaths),
+// newTransport dials the metadata server directly: it is only reachable from the VM itself, never via a proxy.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: len(watchedPaths) + 1,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	hc := &http.Client{
-		Transport: &observingTransport{base: base, requests: requests},
-		Timeout:   requestTimeout,
-	}
+}
+
+func newClient(requests *prometheus.CounterVec, timeoutSec int, slack time.Duration) *client {
 	return &client{
-		md:         gcemetadata.NewWithOptions(&gcemetadata.Options{Client: hc, Logger: logger}),
+		http:       &http.Client{Transport: newTransport()},
+		base:       "http://" + metadataHost() + "/computeMetadata/v1/",
 		timeoutSec: timeoutSec,
+		slack:      slack,
+		requests:   requests,
 	}
 }
 
 // get reads path. With wait it is a hanging GET: the server answers when the value's ETag differs from lastETag
 // (or, without one, when the value changes), or after timeoutSec with the current value. An error is a failure
-// to get any answer; error statuses come back as a reply.
+// to get any answer in time; error statuses come back as a reply.
 func (c *client) get(ctx context.Context, path, lastETag string, wait bool) (reply, error) {
-	suffix := path
+	target := c.base + path
+	deadline := c.slack
 	if wait {
 		q := url.Values{"wait_for_change": {"true"}, "timeout_sec": {strconv.Itoa(c.timeoutSec)}}
 		if lastETag != "" {
 			q.Set("last_etag", lastETag)
 		}
-		suffix += "?" + q.Encode()
+		target += "?" + q.Encode()
+		deadline += time.Duration(c.timeoutSec) * time.Second
 	}
-	var seen observation
-	ctx = context.WithValue(context.WithValue(ctx, pathKey{}, path), observationKey{}, &seen)
-	body, err := c.md.GetWithContext(ctx, suffix)
-	var notDefined gcemetadata.NotDefinedError
-	var status *gcemetadata.Error
-	switch {
-	case err == nil:
-		return reply{status: http.StatusOK, body: body, etag: seen.etag}, nil
-	case errors.As(err, &notDefined):
-		return reply{status: http.StatusNotFound}, nil
-	case errors.As(err, &status):
-		return reply{status: status.Code, body: status.Message}, nil
-	case errors.Is(err, errBodyTooLarge) && seen.status == http.StatusOK:
-		return reply{status: http.StatusOK, etag: seen.etag, tooLarge: true}, nil
-	default:
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	r, err := c.do(ctx, target)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(r.status)
+	}
+	c.requests.WithLabelValues(path, code).Inc()
+	return r, err
+}
+
+func (c *client) do(ctx context.Context, target string) (reply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
 		return reply{}, err
 	}
+	req.Header.Set("Metadata-Flavor", "Google")
+	req.Header.Set("User-Agent", "gke-disruption-exporter/"+version.Version)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer res.Body.Close()
+	// One byte more than the limit tells an answer of exactly the limit from a longer one.
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxBodyBytes+1))
+	if err != nil {
+		return reply{}, fmt.Errorf("reading the answer: %w", err)
+	}
+	r := reply{status: res.StatusCode, etag: res.Header.Get("ETag")}
+	if len(body) > maxBodyBytes {
+		if r.status == http.StatusOK {
+			r.tooLarge = true
+			return r, nil
+		}
+		body = body[:maxBodyBytes]
+	}
+	r.body = string(body)
+	if r.status != http.StatusOK {
+		r.body = strings.TrimSpace(r.body)
+	}
+	return r, nil
+}
+
+// Attributes reads the instance attributes named by keys (instance/attributes/<key>), one attempt each within
+// timeout. A key that is not defined reads as "".
+func Attributes(ctx context.Context, timeout time.Duration, keys ...string) (map[string]string, error) {
+	c := &client{http: &http.Client{Transport: newTransport()}, base: "http://" + metadataHost() + "/computeMetadata/v1/"}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := map[string]string{}
+	var errs []error
+	for _, key := range keys {
+		r, err := c.do(ctx, c.base+"instance/attributes/"+key)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("instance/attributes/%s: %w", key, err))
+		case r.status == http.StatusNotFound:
+			out[key] = ""
+		case r.status != http.StatusOK:
+			errs = append(errs, fmt.Errorf("instance/attributes/%s: status %d: %s", key, r.status, quote(r.body)))
+		default:
+			out[key] = strings.TrimSpace(r.body)
+		}
+	}
+	return out, errors.Join(errs...)
 }

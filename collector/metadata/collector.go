@@ -4,6 +4,7 @@
 package metadata
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,11 +20,16 @@ import (
 type Config struct {
 	// TimeoutSec is the timeout_sec of a hanging GET: how long the server holds a request without a change.
 	TimeoutSec int
-	// RequestTimeout abandons one request attempt, for a server that hangs; above TimeoutSec.
-	RequestTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the jittered exponential wait after a failed request.
+	// Slack is how much longer than TimeoutSec a hanging GET may take, and how long a plain GET may take, before
+	// the request is abandoned: a dead connection is noticed within TimeoutSec + Slack.
+	Slack time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential wait after a failed request. MaxBackoff is short by
+	// default: a failing path is blind, and the server answering again must be noticed within a second.
 	MinBackoff, MaxBackoff time.Duration
-	// UnsupportedRecheck is how often a path that answered 404 is asked again.
+	// MaxIdlePoll bounds the growing wait between requests of a path the server answers at once without a change
+	// (upcoming-maintenance's "nothing scheduled" 503 ignores wait_for_change).
+	MaxIdlePoll time.Duration
+	// UnsupportedRecheck is how often upcoming-maintenance is asked again after a 404.
 	UnsupportedRecheck time.Duration
 }
 
@@ -31,14 +37,17 @@ func (c Config) withDefaults() Config {
 	if c.TimeoutSec <= 0 {
 		c.TimeoutSec = 60
 	}
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = time.Duration(c.TimeoutSec)*time.Second + 10*time.Second
+	if c.Slack <= 0 {
+		c.Slack = 3 * time.Second
 	}
 	if c.MinBackoff <= 0 {
-		c.MinBackoff = time.Second
+		c.MinBackoff = 100 * time.Millisecond
 	}
 	if c.MaxBackoff < c.MinBackoff {
-		c.MaxBackoff = max(30*time.Second, c.MinBackoff)
+		c.MaxBackoff = max(time.Second, c.MinBackoff)
+	}
+	if c.MaxIdlePoll < c.MinBackoff {
+		c.MaxIdlePoll = max(30*time.Second, c.MinBackoff)
 	}
 	if c.UnsupportedRecheck <= 0 {
 		c.UnsupportedRecheck = 10 * time.Minute
@@ -79,9 +88,12 @@ type state struct {
 // contributes (nothing scheduled, or not served).
 type watchedPath struct {
 	name string
-	// noticeOn503 says a 503 that says no notifications were received means "nothing scheduled", not a failure.
-	noticeOn503 bool
-	apply       func(s *state, body string, ok bool) error
+	// optional says the path may be missing on some VMs: its "nothing scheduled" answers (a 503 that says no
+	// notifications were received) and a 404 (not served) are answers, not failures. On the other paths a 404 is a
+	// failure like any other: the state is kept and the path asked again, since GCE gives the maintenance-event
+	// warning only if the key was queried.
+	optional bool
+	apply    func(s *state, body string, ok bool) error
 }
 
 const (
@@ -100,7 +112,7 @@ var watchedPaths = []watchedPath{
 		s.event = event
 		return err
 	}},
-	{name: pathUpcomingMaintenance, noticeOn503: true, apply: func(s *state, body string, ok bool) error {
+	{name: pathUpcomingMaintenance, optional: true, apply: func(s *state, body string, ok bool) error {
 		s.upcoming = nil
 		if !ok {
 			return nil
@@ -130,11 +142,13 @@ type Collector struct {
 	mu         sync.Mutex
 	state      state
 	lastAnswer map[string]answer
+	failing    map[string]error // paths whose latest request failed, or that have not answered yet
 	changed    chan struct{}
 	ready      chan struct{}
 
 	requests    *prometheus.CounterVec
 	lastChange  *prometheus.GaugeVec
+	lastSuccess *prometheus.GaugeVec
 	parseErrors *prometheus.CounterVec
 	supported   *prometheus.GaugeVec
 }
@@ -150,6 +164,7 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 		node:       node,
 		cfg:        cfg,
 		lastAnswer: map[string]answer{},
+		failing:    map[string]error{},
 		changed:    make(chan struct{}),
 		ready:      make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -159,6 +174,10 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 		lastChange: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: collector.Namespace, Subsystem: "metadata", Name: "last_change_timestamp_seconds",
 			Help: "When the agent last saw the value of a path change, its first answer included.",
+		}, []string{"path"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: collector.Namespace, Subsystem: "metadata", Name: "last_success_timestamp_seconds",
+			Help: "When the metadata server last answered a request for a path (a hanging GET answers at least every timeout_sec).",
 		}, []string{"path"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: collector.Namespace, Subsystem: "metadata", Name: "parse_errors_total",
@@ -171,13 +190,14 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 	}
 	for _, p := range watchedPaths {
 		c.parseErrors.WithLabelValues(p.name)
+		c.failing[p.name] = errNotAnswered
 	}
-	for _, m := range []prometheus.Collector{c.requests, c.lastChange, c.parseErrors, c.supported} {
+	for _, m := range []prometheus.Collector{c.requests, c.lastChange, c.lastSuccess, c.parseErrors, c.supported} {
 		if err := reg.Register(m); err != nil {
 			return nil, err
 		}
 	}
-	c.client = newClient(logger, c.requests, cfg.TimeoutSec, cfg.RequestTimeout)
+	c.client = newClient(c.requests, cfg.TimeoutSec, cfg.Slack)
 	return c, nil
 }
 
@@ -191,10 +211,19 @@ func (c *Collector) Changed() <-chan struct{} {
 	return c.changed
 }
 
-// Update emits the series of the current state.
+var errNotAnswered = errors.New("no answer yet")
+
+// Update emits the series of the current state. It fails while any path's latest request failed: the series then
+// show the last known state, which may be stale.
 func (c *Collector) Update(ch chan<- prometheus.Metric) error {
 	c.mu.Lock()
 	s := c.state
+	var errs []error
+	for _, p := range watchedPaths {
+		if err := c.failing[p.name]; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+		}
+	}
 	c.mu.Unlock()
 
 	if s.event != "" {
@@ -220,7 +249,7 @@ func (c *Collector) Update(ch chan<- prometheus.Metric) error {
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func epochSeconds(t time.Time) float64 {

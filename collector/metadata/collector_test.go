@@ -34,6 +34,7 @@ var testConfig = Config{
 	TimeoutSec:         5,
 	MinBackoff:         10 * time.Millisecond,
 	MaxBackoff:         200 * time.Millisecond,
+	MaxIdlePoll:        200 * time.Millisecond,
 	UnsupportedRecheck: 100 * time.Millisecond,
 }
 
@@ -98,11 +99,8 @@ func (s series) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (s series) Collect(ch chan<- prometheus.Metric) {
-	if err := s.c.Update(ch); err != nil {
-		panic(err)
-	}
-}
+// Collect sends the series even while Update reports a failing path: they are the last known state.
+func (s series) Collect(ch chan<- prometheus.Metric) { _ = s.c.Update(ch) }
 
 func golden(t *testing.T, name string) string {
 	t.Helper()
@@ -293,8 +291,12 @@ func TestNothingScheduled(t *testing.T) {
 				t.Errorf("path_supported = %v, want %v", got, tc.supported)
 			}
 
-			if tc.style != gkesim.NothingScheduledUnsupported {
+			// A 503 answers at once, without parking; the agent asks again after a pause.
+			if tc.style == gkesim.NothingScheduledEmptyObject || tc.style == gkesim.NothingScheduledNone {
 				waitParked(t, sim, gkesim.KeyUpcomingMaintenance)
+			}
+			if err := a.Update(make(chan prometheus.Metric, 10)); err != nil {
+				t.Errorf("nothing scheduled reads as a failure: %v", err)
 			}
 			sim.ScheduleMaintenance(plannedUpdate)
 			expectGolden(t, a, "scheduled")
@@ -338,7 +340,7 @@ func TestServiceUnavailableStorm(t *testing.T) {
 func TestNotReadyUntilEveryPathAnswers(t *testing.T) {
 	sim := gkesim.New(testInstance)
 	startSim(t, sim)
-	const storm = 12 // two library calls of six attempts each
+	const storm = 12
 	sim.Fail(gkesim.KeyUpcomingMaintenance, http.StatusServiceUnavailable, storm)
 	a := startAgentUnready(t, testConfig)
 	poll(t, "the first failed call on upcoming-maintenance", func() bool {
@@ -371,7 +373,7 @@ func TestServerThatHangs(t *testing.T) {
 	startSim(t, sim)
 	cfg := testConfig
 	cfg.TimeoutSec = 1
-	cfg.RequestTimeout = 1500 * time.Millisecond
+	cfg.Slack = 500 * time.Millisecond
 	a := startAgent(t, cfg)
 
 	waitParked(t, sim, gkesim.KeyMaintenanceEvent)
@@ -445,11 +447,12 @@ func TestSelfMonitoringSeries(t *testing.T) {
 	expectGolden(t, a, "healthy")
 	names := []string{
 		"gke_disruption_metadata_last_change_timestamp_seconds",
+		"gke_disruption_metadata_last_success_timestamp_seconds",
 		"gke_disruption_metadata_path_supported",
 		"gke_disruption_metadata_parse_errors_total",
 	}
-	if n, err := testutil.GatherAndCount(a.reg, names...); err != nil || n != 9 {
-		t.Errorf("self-monitoring series: %d, %v; want 3 per path", n, err)
+	if n, err := testutil.GatherAndCount(a.reg, names...); err != nil || n != 12 {
+		t.Errorf("self-monitoring series: %d, %v; want 4 per path", n, err)
 	}
 	for _, p := range watchedPaths {
 		if got := testutil.ToFloat64(a.requests.WithLabelValues(p.name, "200")); got < 1 {

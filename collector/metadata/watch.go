@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -15,9 +16,9 @@ type outcome int
 
 const (
 	outcomeValue       outcome = iota // 200: a value, possibly unreadable
-	outcomeNothing                    // 503 saying no notifications were received: nothing scheduled
-	outcomeUnsupported                // 404: the server does not serve the path
-	outcomeFailure                    // no answer, or an error status: keep what is known and retry
+	outcomeNothing                    // optional path, 503 saying no notifications were received: nothing scheduled
+	outcomeUnsupported                // optional path, 404: the server does not serve it
+	outcomeFailure                    // no answer, or an error status: keep what is known and retry soon
 )
 
 // answer identifies an answer; a repeat of the last one changes nothing.
@@ -33,9 +34,9 @@ func classify(p watchedPath, r reply, err error) outcome {
 		return outcomeFailure
 	case r.status == http.StatusOK:
 		return outcomeValue
-	case r.status == http.StatusNotFound:
+	case r.status == http.StatusNotFound && p.optional:
 		return outcomeUnsupported
-	case r.status == http.StatusServiceUnavailable && p.noticeOn503 &&
+	case r.status == http.StatusServiceUnavailable && p.optional &&
 		strings.Contains(strings.ToLower(r.body), "notification"):
 		return outcomeNothing
 	default:
@@ -53,17 +54,18 @@ func (c *Collector) Run(ctx context.Context) {
 }
 
 // watch keeps one path current with hanging GETs: the first request reads the value, each next one waits for it to
-// differ from the last ETag, so a change arrives within one round trip. Failures back off with jitter; a server
-// that answers a hanging GET at once without a change (it ignores wait_for_change) is backed off the same way, so
-// the loop never spins.
+// differ from the last ETag, so a change arrives within one round trip. Failures are retried within MaxBackoff, so
+// the value is read again within about a second of the server answering again. A server that answers a hanging GET
+// at once without a change (it ignores wait_for_change) is asked again after a growing pause, so the loop never
+// spins.
 func (c *Collector) watch(ctx context.Context, p watchedPath) {
 	logger := c.logger.With("path", p.name)
-	bo := backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff}
+	failures := backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxBackoff}
+	idle := backoff{min: c.cfg.MinBackoff, max: c.cfg.MaxIdlePoll}
 	held := time.Duration(c.cfg.TimeoutSec) * time.Second / 2
 	var (
-		etag    string
-		hang    bool
-		failing bool
+		etag string
+		hang bool
 	)
 	for {
 		begin := time.Now()
@@ -71,35 +73,29 @@ func (c *Collector) watch(ctx context.Context, p watchedPath) {
 		if ctx.Err() != nil {
 			return
 		}
-		var pause time.Duration
 		out := classify(p, r, err)
 		if out == outcomeFailure {
-			if !failing {
-				logger.Warn("metadata request failed; keeping the last known value and retrying", "status", r.status, "body", quote(r.body), "err", err)
-				failing = true
-			}
+			c.fail(logger, p, r, err)
 			// Without an ETag a hanging GET could miss a change made during the outage: read the value again.
 			hang = hang && etag != ""
-			if !sleep(ctx, bo.next()) {
+			if !sleep(ctx, failures.next()) {
 				return
 			}
 			continue
 		}
-		if failing {
-			logger.Info("metadata server answers again")
-			failing = false
-		}
+		failures.reset()
 		changed := c.record(logger, p, out, r)
+		var pause time.Duration
 		switch {
 		case out == outcomeUnsupported:
 			etag, hang = "", false
 			pause = jitter(c.cfg.UnsupportedRecheck)
 		case hang && !changed && time.Since(begin) < held:
 			etag = r.etag
-			pause = bo.next()
+			pause = idle.next()
 		default:
 			etag, hang = r.etag, true
-			bo.reset()
+			idle.reset()
 		}
 		if !sleep(ctx, pause) {
 			return
@@ -107,11 +103,29 @@ func (c *Collector) watch(ctx context.Context, p watchedPath) {
 	}
 }
 
+// fail notes that the latest request for p got no usable answer; the state is kept.
+func (c *Collector) fail(logger *slog.Logger, p watchedPath, r reply, err error) {
+	if err == nil {
+		err = fmt.Errorf("status %d: %s", r.status, quote(r.body))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev := c.failing[p.name]; prev == nil || prev == errNotAnswered {
+		logger.Warn("metadata request failed; keeping the last known value and retrying", "err", err)
+	}
+	c.failing[p.name] = err
+}
+
 // record applies an answer to the state; it reports whether the answer differs from the path's last one.
 func (c *Collector) record(logger *slog.Logger, p watchedPath, out outcome, r reply) bool {
 	a := answer{outcome: out, body: r.body, tooLarge: r.tooLarge}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if prev := c.failing[p.name]; prev != nil && prev != errNotAnswered {
+		logger.Info("metadata server answers again")
+	}
+	c.failing[p.name] = nil
+	c.lastSuccess.WithLabelValues(p.name).SetToCurrentTime()
 	last, answered := c.lastAnswer[p.name]
 	if answered && last == a {
 		return false

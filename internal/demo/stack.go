@@ -259,8 +259,9 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 			return err
 		}
 		s.NodeAgents[n.Name] = addr
+		// Stopped one after another at the end of the demo, the agents exit at SIGTERM rather than serve on.
 		if err := run("node-"+n.Name, addr, []string{"GCE_METADATA_HOST=" + s.Metadata[n.Name]}, "node",
-			"--node.name="+n.Name); err != nil {
+			"--node.name="+n.Name, "--web.shutdown-delay=0s"); err != nil {
 			return err
 		}
 	}

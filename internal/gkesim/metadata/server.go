@@ -31,6 +31,8 @@ const (
 	KeyZone                = "instance/zone"
 	KeyProjectID           = "project/project-id"
 	KeyNumericProjectID    = "project/numeric-project-id"
+	KeyClusterName         = "instance/attributes/cluster-name"
+	KeyClusterLocation     = "instance/attributes/cluster-location"
 )
 
 // Values of instance/maintenance-event.
@@ -68,6 +70,10 @@ type Instance struct {
 	ProjectID        string
 	NumericProjectID string
 	NothingScheduled NothingScheduled
+	// ClusterName and ClusterLocation are the GKE cluster of the node (instance/attributes/cluster-name and
+	// cluster-location); empty leaves the attribute undefined, as on a VM outside GKE.
+	ClusterName     string
+	ClusterLocation string
 }
 
 // Maintenance is an upcoming maintenance as instance/upcoming-maintenance describes it.
@@ -167,6 +173,11 @@ func New(inst Instance) *Server {
 		KeyNumericProjectID: inst.NumericProjectID,
 	} {
 		s.values[key] = entry{status: http.StatusOK, body: value}
+	}
+	for key, value := range map[string]string{KeyClusterName: inst.ClusterName, KeyClusterLocation: inst.ClusterLocation} {
+		if value != "" {
+			s.values[key] = entry{status: http.StatusOK, body: value}
+		}
 	}
 	s.Reset()
 	return s
@@ -436,11 +447,11 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 
 // answer returns key's entry, first waiting for a change when asked to: immediately when last_etag is given and
 // differs from the current ETag, else when the value changes or timeout (0: none) expires, answering the current
-// value then. Undefined keys answer at once.
+// value then. Undefined keys and error answers (a 503 has no ETag to wait on) come at once, as on GCE.
 func (s *Server) answer(ctx context.Context, key string, wait bool, lastETag string, timeout time.Duration) (entry, bool) {
 	s.mu.Lock()
 	e, found := s.values[key]
-	if !wait || !found || (lastETag != "" && lastETag != e.etag()) {
+	if !wait || !found || e.status != http.StatusOK || (lastETag != "" && lastETag != e.etag()) {
 		s.mu.Unlock()
 		return e, found
 	}

@@ -343,13 +343,14 @@ func TestHangingGet(t *testing.T) {
 		}
 	})
 
-	t.Run("503 value waits too", func(t *testing.T) {
+	t.Run("503 answers at once, without waiting", func(t *testing.T) {
 		sim.SetUnavailable(KeyUpcomingMaintenance, NoNotificationsBody)
-		done := getAsync(ts, "/computeMetadata/v1/"+KeyUpcomingMaintenance+"?wait_for_change=true")
-		waitParked(t, sim, KeyUpcomingMaintenance, 1)
-		sim.ScheduleMaintenance(Maintenance{})
-		if res := await(t, done); res.status != http.StatusOK {
-			t.Errorf("got %d %q, want the scheduled maintenance", res.status, res.body)
+		res := get(t, ts, "/computeMetadata/v1/"+KeyUpcomingMaintenance+"?wait_for_change=true", flavor)
+		if res.status != http.StatusServiceUnavailable || res.header.Get("ETag") != "" {
+			t.Errorf("got %d %q (ETag %q), want an immediate 503 without an ETag", res.status, res.body, res.header.Get("ETag"))
+		}
+		if n := sim.Waiting(KeyUpcomingMaintenance); n != 0 {
+			t.Errorf("%d requests parked on a 503 value", n)
 		}
 	})
 
@@ -458,5 +459,20 @@ func TestCloseReleasesParkedRequests(t *testing.T) {
 	sim.Close()
 	if res := await(t, done); res.status != http.StatusServiceUnavailable {
 		t.Errorf("parked request after Close: %d %q, want 503", res.status, res.body)
+	}
+}
+
+func TestClusterAttributes(t *testing.T) {
+	inst := testInstance
+	inst.ClusterName, inst.ClusterLocation = "train", "us-central1"
+	_, ts := start(t, inst)
+	for key, want := range map[string]string{KeyClusterName: "train", KeyClusterLocation: "us-central1"} {
+		if res := get(t, ts, "/computeMetadata/v1/"+key, flavor); res.status != http.StatusOK || res.body != want {
+			t.Errorf("%s: %d %q, want 200 %q", key, res.status, res.body, want)
+		}
+	}
+	_, ts = start(t, testInstance)
+	if res := get(t, ts, "/computeMetadata/v1/"+KeyClusterName, flavor); res.status != http.StatusNotFound {
+		t.Errorf("cluster-name of a VM outside GKE: %d %q, want 404", res.status, res.body)
 	}
 }

@@ -1,7 +1,8 @@
 // Package monitoring simulates the Cloud Monitoring API as GKE's interruption metrics are read from it: the gRPC
-// MetricService's ListTimeSeries with its filter language (a subset, see filter.go), interval, FULL and HEADERS
-// views, page sizes counted in points and opaque page tokens, points newest first, points that become visible only
-// some time after their end time, and injected errors. Tests and the demo record interruptions through the Go API;
+// MetricService's ListTimeSeries with its filter language (a subset, see filter.go), its (start, end] interval,
+// FULL and HEADERS views, page sizes counted in points and opaque page tokens, points newest first, points that
+// become visible only some time after their end time, and injected errors: failed calls (quota errors with the
+// RetryInfo the real API sends) and partial answers that carry execution errors. Tests and the demo record interruptions through the Go API;
 // the real client library reaches the simulator over loopback gRPC without credentials.
 package monitoring
 
@@ -21,9 +22,12 @@ import (
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
 	metricpb "google.golang.org/genproto/googleapis/api/metric"
 	monitoredrespb "google.golang.org/genproto/googleapis/api/monitoredres"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -98,14 +102,16 @@ type Server struct {
 	period      time.Duration
 	maxPageSize int
 
-	mu       sync.Mutex
-	delay    time.Duration
-	series   map[string]*series
-	ordered  []*series // by key; nil when a series was added since the last sort
-	failCode codes.Code
-	failLeft int // calls left to fail; negative: all until Fail is called again
-	calls    int
-	stops    []func()
+	mu          sync.Mutex
+	delay       time.Duration
+	series      map[string]*series
+	ordered     []*series // by key; nil when a series was added since the last sort
+	failCode    codes.Code
+	failLeft    int // calls left to fail; negative: all until Fail is called again
+	retryDelay  time.Duration
+	partialLeft int // calls left to answer partially
+	calls       int
+	stops       []func()
 }
 
 // New returns a simulator with no data.
@@ -141,7 +147,23 @@ func (s *Server) SetDelay(d time.Duration) {
 func (s *Server) Fail(code codes.Code, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failCode, s.failLeft = code, n
+	s.failCode, s.failLeft, s.retryDelay = code, n, 0
+}
+
+// FailQuota makes the next n ListTimeSeries calls fail with ResourceExhausted carrying a RetryInfo of delay, as
+// the API does when a quota is exhausted.
+func (s *Server) FailQuota(n int, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failCode, s.failLeft, s.retryDelay = codes.ResourceExhausted, n, delay
+}
+
+// Partial makes the next n ListTimeSeries calls answer partially, as the API does when some of its backends fail:
+// every other series of the page is left out, and the response carries an execution error.
+func (s *Server) Partial(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.partialLeft = n
 }
 
 // Calls is the number of ListTimeSeries calls received, including failed and rejected ones.
@@ -307,7 +329,13 @@ func (s *Server) ListTimeSeries(_ context.Context, req *monitoringpb.ListTimeSer
 		if s.failLeft > 0 {
 			s.failLeft--
 		}
-		return nil, status.Errorf(s.failCode, "simulated %s", s.failCode)
+		st := status.Newf(s.failCode, "simulated %s", s.failCode)
+		if s.retryDelay > 0 {
+			if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(s.retryDelay)}); err == nil {
+				st = detailed
+			}
+		}
+		return nil, st.Err()
 	}
 	q, err := s.parseRequest(req)
 	if err != nil {
@@ -363,6 +391,18 @@ func (s *Server) ListTimeSeries(_ context.Context, req *monitoringpb.ListTimeSer
 			resp.NextPageToken = makeToken(asOf, unit, q.hash)
 			break
 		}
+	}
+	if s.partialLeft > 0 {
+		s.partialLeft--
+		var kept []*monitoringpb.TimeSeries
+		for k, ts := range resp.TimeSeries {
+			if k%2 == 0 {
+				kept = append(kept, ts)
+			}
+		}
+		resp.TimeSeries = kept
+		resp.ExecutionErrors = append(resp.ExecutionErrors,
+			&rpcstatus.Status{Code: int32(codes.Unavailable), Message: "simulated: some data could not be read"})
 	}
 	return resp, nil
 }
@@ -420,12 +460,14 @@ func (s *Server) parseRequest(req *monitoringpb.ListTimeSeriesRequest) (*query, 
 	return &query{project: project, filter: f, start: start, end: end, headers: headers, pageSize: pageSize, hash: h.Sum64()}, nil
 }
 
-// visiblePoints are the points in [start, end] visible at asOf, newest first.
+// visiblePoints are the points ending in (start, end] visible at asOf, newest first. As in the API, the start is
+// excluded, unless it equals the end: then the interval is that one instant.
 func (ser *series) visiblePoints(start, end, asOf time.Time) []*point {
 	var out []*point
 	for k := len(ser.points) - 1; k >= 0; k-- {
 		p := &ser.points[k]
-		if !p.end.Before(start) && !p.end.After(end) && !asOf.Before(p.visibleAt) {
+		inside := p.end.After(start) || (start.Equal(end) && p.end.Equal(end))
+		if inside && !p.end.After(end) && !asOf.Before(p.visibleAt) {
 			out = append(out, p)
 		}
 	}

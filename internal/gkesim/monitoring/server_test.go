@@ -13,6 +13,7 @@ import (
 	gax "github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -360,7 +361,7 @@ func TestFilterSelectsClusterAndProject(t *testing.T) {
 		{poolFilter + ` AND resource.labels.cluster_name = one_of("serve")`, []string{"k8s_node_pool p1/l/serve/l4 T/R: 0s=1"}},
 		{poolFilter + ` AND resource.labels.node_pool_name = "a3"`, []string{"k8s_node_pool p1/l/train/a3 T/R: 0s=1"}},
 	} {
-		got, err := list(client, request(tc.filter, t0, c.Now()))
+		got, err := list(client, request(tc.filter, t0.Add(-time.Minute), c.Now()))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.filter, err)
 		}
@@ -445,5 +446,75 @@ func TestRecordRejectsIncompleteInterruptions(t *testing.T) {
 	}
 	if sim.Calls() != 0 || len(sim.series) != 0 {
 		t.Errorf("rejected interruptions left %d series", len(sim.series))
+	}
+}
+
+func TestIntervalExcludesItsStart(t *testing.T) {
+	c := testenv.NewClock(t0.Add(10 * time.Minute))
+	sim, client := start(t, Options{Now: c.Now})
+	for _, m := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
+		mustRecord(t, sim, Interruption{Project: "p1", Location: "l", Cluster: "c", Node: "n", Type: "T", Reason: "R", Count: 1, Time: t0.Add(m)})
+	}
+	for _, tc := range []struct {
+		start, end time.Duration
+		want       []string
+	}{
+		{time.Minute, 3 * time.Minute, []string{"k8s_node p1/l/c/n T/R: 3m0s=1 2m0s=1"}},
+		{0, 2 * time.Minute, []string{"k8s_node p1/l/c/n T/R: 2m0s=1 1m0s=1"}},
+		{2 * time.Minute, 2 * time.Minute, []string{"k8s_node p1/l/c/n T/R: 2m0s=1"}}, // one instant
+		{3 * time.Minute, 4 * time.Minute, nil},
+	} {
+		got, err := list(client, request(nodeFilter, t0.Add(tc.start), t0.Add(tc.end)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := render(got); !equal(r, tc.want) {
+			t.Errorf("(%v, %v]: got %q, want %q", tc.start, tc.end, r, tc.want)
+		}
+	}
+}
+
+func TestPartialAnswers(t *testing.T) {
+	c := testenv.NewClock(t0.Add(10 * time.Minute))
+	sim, _, stub := startRaw(t, Options{Now: c.Now})
+	for _, node := range []string{"a", "b", "c", "d"} {
+		mustRecord(t, sim, Interruption{Project: "p1", Location: "l", Cluster: "c", Node: node, Type: "T", Reason: "R", Count: 1, Time: t0})
+	}
+	sim.Partial(1)
+	resp, err := stub.ListTimeSeries(context.Background(), request(nodeFilter, t0.Add(-time.Hour), c.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetTimeSeries()) != 2 || len(resp.GetExecutionErrors()) != 1 {
+		t.Errorf("partial answer: %d series, %d execution errors; want 2 and 1", len(resp.GetTimeSeries()), len(resp.GetExecutionErrors()))
+	}
+	resp, err = stub.ListTimeSeries(context.Background(), request(nodeFilter, t0.Add(-time.Hour), c.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetTimeSeries()) != 4 || len(resp.GetExecutionErrors()) != 0 {
+		t.Errorf("after the partial answer: %d series, %d execution errors; want 4 and 0", len(resp.GetTimeSeries()), len(resp.GetExecutionErrors()))
+	}
+}
+
+func TestQuotaErrorCarriesRetryInfo(t *testing.T) {
+	sim, client := start(t, Options{})
+	sim.FailQuota(1, 42*time.Second)
+	_, err := list(client, request(nodeFilter, t0, t0.Add(time.Minute)))
+	st, _ := status.FromError(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("got %v, want ResourceExhausted", err)
+	}
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			delay = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if delay != 42*time.Second {
+		t.Errorf("retry delay %v, want 42s (details %v)", delay, st.Details())
+	}
+	if _, err := list(client, request(nodeFilter, t0, t0.Add(time.Minute))); err != nil {
+		t.Errorf("after the quota error: %v", err)
 	}
 }
