@@ -20,4 +20,3 @@ const (
 	// scheduled-maintenance-time.
 	MaintenanceNoticeVersion = "1.31.1-gke.2008000"
 )
-
