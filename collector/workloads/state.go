@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -78,8 +79,8 @@ type pod struct {
 	node      string
 	owner     *ownerRef // nil: the pod is its own workload
 	labels    *labelSet
-	grace     int64
 	workload  *workload
+	grace     int32 // seconds; int32 keeps the struct in a smaller size class
 	tolerates bool
 	findings  readiness.Findings
 }
@@ -296,7 +297,7 @@ func (s *state) podFindings(namespace string, p *pod) readiness.Findings {
 		}
 	}
 	return readiness.PodFindings(s.cfg, readiness.Pod{
-		GracePeriodSeconds: p.grace, ToleratesTerminationTaint: p.tolerates, BlockedByPDB: blocked,
+		GracePeriodSeconds: int64(p.grace), ToleratesTerminationTaint: p.tolerates, BlockedByPDB: blocked,
 	}, n.Node)
 }
 
@@ -321,7 +322,7 @@ func (s *state) applyPod(in *podInput, keep bool) {
 	}
 	s.removePod(key)
 	key.namespace = s.namespace(in.namespace)
-	p := &pod{node: in.node, grace: in.grace, tolerates: in.tolerates}
+	p := &pod{node: in.node, grace: clampGrace(in.grace), tolerates: in.tolerates}
 	if n, ok := s.nodes[in.node]; ok {
 		p.node = n.name
 	}
@@ -336,7 +337,7 @@ func (s *state) applyPod(in *podInput, keep bool) {
 
 // same tells whether a kept pod already says what in does (a status update, say).
 func (s *state) same(p *pod, in *podInput) bool {
-	if p.node != in.node || p.grace != in.grace || p.tolerates != in.tolerates || p.labels.key != labelKey(in.labels) {
+	if p.node != in.node || p.grace != clampGrace(in.grace) || p.tolerates != in.tolerates || p.labels.key != labelKey(in.labels) {
 		return false
 	}
 	if p.owner == nil || in.owner == nil {
@@ -344,6 +345,10 @@ func (s *state) same(p *pod, in *podInput) bool {
 	}
 	return p.owner.uid == in.owner.uid && p.owner.kind == in.owner.kind && p.owner.name == in.owner.name &&
 		p.owner.apiVersion == in.owner.apiVersion
+}
+
+func clampGrace(g int64) int32 {
+	return int32(max(math.MinInt32, min(g, math.MaxInt32)))
 }
 
 // deletePod forgets a pod.
