@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -285,6 +286,13 @@ func TestGoldenChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor("series of every check", string(golden))
+
+	// The golden file is valid exposition as promtool sees it.
+	check := exec.Command(testenv.Binary(t, "promtool"), "check", "metrics")
+	check.Stdin = strings.NewReader(string(golden))
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the golden file: %v\n%s", err, out)
+	}
 }
 
 // TestNodeGainsMaintenance: a workload on nodes without maintenance has no next-maintenance series until a node

@@ -143,6 +143,7 @@ type state struct {
 
 	workloads map[workloadKey]*workload
 	dense     []*workload
+	byNode    map[string][]*workload // the workloads with pods on each node
 	counts    [numFamilies]int
 	dirty     map[*workload]bool
 	cluster   []byte // the cluster checks' findings
@@ -153,7 +154,8 @@ func newState(cfg readiness.Config, lookup OwnerLookup) *state {
 		cfg: cfg, lookup: lookup,
 		nodes: map[string]*nodeInfo{}, pods: map[podKey]*pod{}, namespaces: map[string]string{},
 		owners: map[types.UID]*ownerRef{}, labelSets: map[string]*labelSet{}, unresolved: map[types.UID]bool{},
-		pdbs: map[string]map[string]*pdbInfo{}, workloads: map[workloadKey]*workload{}, dirty: map[*workload]bool{},
+		pdbs: map[string]map[string]*pdbInfo{}, workloads: map[workloadKey]*workload{}, byNode: map[string][]*workload{},
+		dirty: map[*workload]bool{},
 	}
 }
 
@@ -242,10 +244,30 @@ func (s *state) replaceNodes(nodes []nodeInfo) {
 
 // touchNode marks the workloads with pods on the node for rendering.
 func (s *state) touchNode(name string) {
-	for _, w := range s.dense {
-		if w.nodes[name] > 0 {
-			s.dirty[w] = true
+	for _, w := range s.byNode[name] {
+		s.dirty[w] = true
+	}
+}
+
+// leaveNode takes one of a workload's pods off a node.
+func (s *state) leaveNode(w *workload, node string) {
+	if w.nodes[node]--; w.nodes[node] > 0 {
+		return
+	}
+	delete(w.nodes, node)
+	list := s.byNode[node]
+	for i, x := range list {
+		if x == w {
+			list[i] = list[len(list)-1]
+			list[len(list)-1] = nil
+			list = list[:len(list)-1]
+			break
 		}
+	}
+	if len(list) == 0 {
+		delete(s.byNode, node)
+	} else {
+		s.byNode[node] = list
 	}
 }
 
@@ -382,9 +404,7 @@ func (s *state) removePod(key podKey) {
 	w := p.workload
 	s.countFindings(p, -1)
 	w.pods--
-	if w.nodes[p.node]--; w.nodes[p.node] == 0 {
-		delete(w.nodes, p.node)
-	}
+	s.leaveNode(w, p.node)
 	if w.pods == 0 {
 		s.dropWorkload(w)
 	} else {
@@ -403,7 +423,9 @@ func (s *state) removePod(key podKey) {
 func (s *state) addToWorkload(key podKey, p *pod) {
 	w := p.workload
 	w.pods++
-	w.nodes[p.node]++
+	if w.nodes[p.node]++; w.nodes[p.node] == 1 {
+		s.byNode[p.node] = append(s.byNode[p.node], w)
+	}
 	p.findings = s.podFindings(key.namespace, p)
 	s.countFindings(p, 1)
 	s.dirty[w] = true
@@ -473,9 +495,7 @@ func (s *state) detach(p *pod) {
 	w := p.workload
 	s.countFindings(p, -1)
 	w.pods--
-	if w.nodes[p.node]--; w.nodes[p.node] == 0 {
-		delete(w.nodes, p.node)
-	}
+	s.leaveNode(w, p.node)
 	if w.pods == 0 {
 		s.dropWorkload(w)
 	} else {
