@@ -471,3 +471,30 @@ gke_readiness_findings{check="pdb_blocks_drain",namespace="serve",workload="infe
 	f.pdb("serve", "everything", nil, 0) // an empty selector selects every pod of the namespace
 	e.waitFor("an empty selector", blocked, names...)
 }
+
+// TestRecoversFromAPIServerRestart: series stay while the API server is down, and changes made after it is back
+// are followed (the watches relist).
+func TestRecoversFromAPIServerRestart(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	f := newFixture(t, api)
+	f.node("gpu-0", newVersion, gpuLabels)
+	f.namespace("train")
+	f.gracefulTermination(map[string]string{"gracefulTermination": "true"})
+	f.pod(podSpec{namespace: "train", name: "a", node: "gpu-0", grace: 600})
+	e := startExporter(t, api)
+	nodes := `# HELP gke_workload_nodes GPU, TPU and Spot nodes the workload's pods run on.
+# TYPE gke_workload_nodes gauge
+`
+	line := "gke_workload_nodes{namespace=\"train\",workload=\"%s\",workload_kind=\"Pod\"} 1\n"
+	names := []string{"gke_workload_nodes"}
+	e.waitFor("before the restart", nodes+fmt.Sprintf(line, "a"), names...)
+
+	api.StopAPIServer()
+	e.waitFor("kept while the API server is down", nodes+fmt.Sprintf(line, "a"), names...)
+	api.StartAgain()
+
+	f.deletePod("train", "a")
+	f.pod(podSpec{namespace: "train", name: "b", node: "gpu-0", grace: 600})
+	e.waitFor("changes after the restart", nodes+fmt.Sprintf(line, "b"), names...)
+}
