@@ -61,6 +61,7 @@ type labelSet struct {
 // podInput is a pod as the collector reads it from the API, before it is kept.
 type podInput struct {
 	namespace, name, node string
+	uid                   types.UID // only to tell pods that own other pods' owners
 	owner                 *ownerInput // nil: the pod has no controller
 	labels                map[string]string
 	grace                 int64
@@ -355,6 +356,9 @@ func (s *state) applyPod(in *podInput, keep bool) {
 	p.workload = s.workloadOf(key, p)
 	s.pods[key] = p
 	s.addToWorkload(key, p)
+	if in.uid != "" && s.unresolved[in.uid] {
+		s.reresolve(key.namespace, in.uid)
+	}
 }
 
 // same tells whether a kept pod already says what in does (a status update, say).
@@ -450,6 +454,19 @@ func (s *state) workloadOf(key podKey, p *pod) *workload {
 func (s *state) topOwner(namespace string, owner *ownerRef) (kind, name string) {
 	cur := ownerInput{apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid}
 	for range maxOwnerDepth {
+		if cur.kind == "Pod" && cur.apiVersion == "v1" {
+			// A LeaderWorkerSet's worker StatefulSets are owned by the group's leader pod.
+			leader, ok := s.pods[podKey{namespace, cur.name}]
+			if !ok {
+				s.unresolved[cur.uid] = true
+				break
+			}
+			if leader.owner == nil {
+				break
+			}
+			cur = ownerInput{apiVersion: leader.owner.apiVersion, kind: leader.owner.kind, name: leader.owner.name, uid: leader.owner.uid}
+			continue
+		}
 		if !followed(cur.apiVersion, cur.kind) {
 			break
 		}
@@ -474,6 +491,12 @@ func (s *state) ownerChanged(namespace string, uid types.UID, controllerChanged 
 	if !controllerChanged && !s.unresolved[uid] {
 		return
 	}
+	s.reresolve(namespace, uid)
+	s.flush()
+}
+
+// reresolve walks the owners of the namespace's pods again, moving those whose workload changed.
+func (s *state) reresolve(namespace string, uid types.UID) {
 	delete(s.unresolved, uid)
 	for key, p := range s.pods {
 		if key.namespace != namespace || p.owner == nil {
@@ -487,7 +510,6 @@ func (s *state) ownerChanged(namespace string, uid types.UID, controllerChanged 
 		p.workload = s.workloadOf(key, p)
 		s.addToWorkload(key, p)
 	}
-	s.flush()
 }
 
 // detach takes a pod's counts off its workload, leaving the pod kept.

@@ -144,3 +144,24 @@ func TestNodeIndexFollowsPods(t *testing.T) {
 		t.Errorf("index after the last pod %v", s.byNode)
 	}
 }
+
+// TestLeaderWorkerSet: a worker pod's StatefulSet is owned by its group's leader pod, whose StatefulSet the
+// LeaderWorkerSet owns; the worker's workload is the LeaderWorkerSet, even when the leader arrives last.
+func TestLeaderWorkerSet(t *testing.T) {
+	lws := &ownerInput{apiVersion: "leaderworkerset.x-k8s.io/v1", kind: "LeaderWorkerSet", name: "vllm", uid: "lws"}
+	cache := owners{
+		"leader-sts": lws,
+		"worker-sts": {apiVersion: "v1", kind: "Pod", name: "vllm-0", uid: "leader-pod"},
+	}
+	s := newState(testConfig, cache.lookup)
+	s.setGracefulTermination(true)
+	s.setNode(gpuNode("n1", 0))
+	s.setNode(gpuNode("n2", 0))
+	s.setPod(&podInput{namespace: "a", name: "vllm-0-1", node: "n2", grace: 600,
+		owner: &ownerInput{apiVersion: "apps/v1", kind: "StatefulSet", name: "vllm-0", uid: "worker-sts"}}, true)
+	s.setPod(&podInput{namespace: "a", name: "vllm-0", uid: "leader-pod", node: "n1", grace: 600,
+		owner: &ownerInput{apiVersion: "apps/v1", kind: "StatefulSet", name: "vllm", uid: "leader-sts"}}, true)
+	if got, want := text(t, s), `gke_workload_nodes{namespace="a",workload="vllm",workload_kind="LeaderWorkerSet"} 2`; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

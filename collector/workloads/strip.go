@@ -16,7 +16,7 @@ const defaultGracePeriodSeconds = 30
 // finished, or run by a DaemonSet or the kubelet itself (static pods), which go with the node and are not
 // drained.
 func podFrom(p *corev1.Pod) (*podInput, bool) {
-	in := &podInput{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, labels: p.Labels,
+	in := &podInput{namespace: p.Namespace, name: p.Name, uid: p.UID, node: p.Spec.NodeName, labels: p.Labels,
 		grace: defaultGracePeriodSeconds, tolerates: readiness.ToleratesTerminationTaint(p.Spec.Tolerations)}
 	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
 		in.grace = *g
