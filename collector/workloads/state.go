@@ -61,7 +61,7 @@ type labelSet struct {
 // podInput is a pod as the collector reads it from the API, before it is kept.
 type podInput struct {
 	namespace, name, node string
-	uid                   types.UID // only to tell pods that own other pods' owners
+	uid                   types.UID   // only to tell pods that own other pods' owners
 	owner                 *ownerInput // nil: the pod has no controller
 	labels                map[string]string
 	grace                 int64
