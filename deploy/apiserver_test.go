@@ -61,6 +61,7 @@ func TestInstallsOnAPIServer(t *testing.T) {
 		})
 	}
 	t.Run("rbac", func(t *testing.T) { c.checkRBAC(t) })
+	t.Run("rbac-named", func(t *testing.T) { c.checkNamedRBAC(t) })
 	t.Run("pod-security", func(t *testing.T) { c.checkPodSecurity(t) })
 }
 
@@ -211,6 +212,16 @@ var needs = map[string][]access{
 		{"get", "", "nodes", "", anyNamespace},
 		{"list", "", "nodes", "", anyNamespace},
 		{"watch", "", "nodes", "", anyNamespace},
+		{"list", "", "pods", "", anyNamespace},
+		{"watch", "", "pods", "", anyNamespace},
+		{"list", "apps", "replicasets", "", anyNamespace},
+		{"watch", "apps", "replicasets", "", anyNamespace},
+		{"list", "apps", "statefulsets", "", anyNamespace},
+		{"watch", "apps", "statefulsets", "", anyNamespace},
+		{"list", "batch", "jobs", "", anyNamespace},
+		{"watch", "batch", "jobs", "", anyNamespace},
+		{"list", "policy", "poddisruptionbudgets", "", anyNamespace},
+		{"watch", "policy", "poddisruptionbudgets", "", anyNamespace},
 	},
 	"gke-disruption-exporter-node": nil,
 	"gke-disruption-exporter-actions": {
@@ -250,6 +261,7 @@ func probes() []access {
 		{"", "secrets", ""}, {"", "configmaps", ""}, {"", "events", ""}, {"events.k8s.io", "events", ""},
 		{"", "serviceaccounts", "token"}, {"coordination.k8s.io", "leases", ""}, {"apps", "daemonsets", ""},
 		{"apps", "deployments", ""}, {"policy", "poddisruptionbudgets", ""},
+		{"apps", "replicasets", ""}, {"apps", "statefulsets", ""}, {"batch", "jobs", ""},
 		{"rbac.authorization.k8s.io", "rolebindings", ""},
 	}
 	clusterScoped := []resource{

@@ -8,12 +8,14 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/cloudmonitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/nodes"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
 )
@@ -24,6 +26,8 @@ func clusterCommand(app *kingpin.Application) runFunc {
 	web := serve.AddFlags(cmd, ":9842")
 	kubeconfig := kubeconfigFlag(cmd)
 	enableNodes := collector.EnableFlag(cmd, "nodes", true)
+	enableWorkloads := collector.EnableFlag(cmd, "workloads", true)
+	readinessFlags := workloads.AddFlags(cmd)
 	enableCloudMonitoring := collector.EnableFlag(cmd, "cloudmonitoring", true)
 	cloudMonitoring := cloudmonitoring.AddFlags(cmd)
 
@@ -47,6 +51,28 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			go nc.Run(ctx)
 			collectors["nodes"] = nc
 			synced = append(synced, nc.HasSynced)
+		}
+		if *enableWorkloads {
+			cfg, err := kube.Config(*kubeconfig)
+			if err != nil {
+				return err
+			}
+			cfg = userAgent(cfg)
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("creating Kubernetes client: %w", err)
+			}
+			meta, err := metadata.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("creating Kubernetes metadata client: %w", err)
+			}
+			wc, err := workloads.New(logger.With("collector", "workloads"), client, meta, readinessFlags.Config())
+			if err != nil {
+				return err
+			}
+			go wc.Run(ctx)
+			collectors["workloads"] = wc
+			synced = append(synced, wc.HasSynced)
 		}
 		if *enableCloudMonitoring && cloudMonitoring.Active() {
 			client, err := cloudmonitoring.NewClient(ctx, *cloudMonitoring.Endpoint, *cloudMonitoring.Insecure)

@@ -98,7 +98,8 @@ func TestClusterReadyOnlyAfterNodeListSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`node="gke-a3-0"`, `gke_disruption_collector_success{collector="nodes"} 1`, "gke_disruption_exporter_build_info"} {
+	for _, want := range []string{`node="gke-a3-0"`, `gke_disruption_collector_success{collector="nodes"} 1`,
+		`gke_disruption_collector_success{collector="workloads"} 1`, "gke_disruption_exporter_build_info"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %s in /metrics", want)
 		}

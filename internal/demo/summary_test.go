@@ -32,6 +32,16 @@ func TestSummaryRender(t *testing.T) {
 			},
 		},
 		Problems: []string{"Prometheus alerts: connection refused"},
+		At:       time.Unix(1764547200, 0),
+		Workloads: []Workload{
+			{Namespace: "training", Kind: "JobSet", Name: "train-llm", Nodes: 16, InMaintenance: 2,
+				NextMaintenance: time.Unix(1764547200+37, 0)},
+			{Namespace: "serving", Kind: "Deployment", Name: "inference", Nodes: 3},
+		},
+		Findings: []Finding{
+			{Check: "graceful_termination_disabled", Count: 1},
+			{Check: "spot_grace_exceeds_notice", Namespace: "batch", Kind: "Job", Name: "batch-embeddings", Count: 2},
+		},
 	}
 	var b strings.Builder
 	sum.Render(&b, 288)
@@ -44,6 +54,10 @@ func TestSummaryRender(t *testing.T) {
 		"perform-maintenance: maintenance-requested  Ready,SchedulingDisabled,maintenance=ONGOING,perform-maintenance",
 		"gke-b  l4    -                   -                                           NotReady",
 		"! Prometheus alerts: connection refused",
+		"  JobSet training/train-llm: next maintenance in 2h 58m on its 16 nodes, 2 of 16 in maintenance now\n",
+		"  Deployment serving/inference: no maintenance scheduled on its 3 nodes\n",
+		"  graceful_termination_disabled: the cluster\n",
+		"  spot_grace_exceeds_notice: Job batch/batch-embeddings, 2 pods\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

@@ -98,6 +98,7 @@ func (p *NodePool) MultiHostTPU() bool { return p.TPU != nil && p.Nodes > 1 }
 const (
 	KindDeployment = "Deployment" // Replicas pods spread over the pools' nodes
 	KindJob        = "Job"        // one pod on every node of the pools (a training job)
+	KindJobSet     = "JobSet"     // a Job owned by a JobSet, one pod on every node of the pools (a slice's training)
 	KindDaemonSet  = "DaemonSet"  // one pod on every node of the pools, also cordoned ones
 )
 
@@ -337,12 +338,12 @@ func (sc *Scenario) validate() error {
 			if w.Replicas < 1 {
 				fail(key+".replicas", "a Deployment needs at least 1")
 			}
-		case KindJob, KindDaemonSet:
+		case KindJob, KindJobSet, KindDaemonSet:
 			if w.Replicas != 0 {
 				fail(key+".replicas", "only a Deployment has replicas; a %s runs one pod per node", w.Kind)
 			}
 		default:
-			fail(key+".kind", "%q is not one of Deployment, Job, DaemonSet", w.Kind)
+			fail(key+".kind", "%q is not one of Deployment, Job, JobSet, DaemonSet", w.Kind)
 		}
 		if len(w.NodePools) == 0 && w.Kind != KindDaemonSet {
 			fail(key+".nodePools", "a %s needs at least one node pool", w.Kind)

@@ -3,12 +3,15 @@ package driver
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // pendingTimeout is how long a created pod counts as running before the informer shows it; a create the cache
@@ -117,6 +120,14 @@ func (d *Driver) registerWorkload(ctx context.Context, sw *simWorkload) error {
 		// The API server adds the controller-uid and job-name labels to the template: the pods carry them.
 		sw.owner = owner{ref: controllerRef("batch/v1", "Job", job.Name, job.UID), labels: job.Spec.Template.Labels}
 		sw.template = job.Spec.Template
+	case KindJobSet:
+		api := d.client.BatchV1()
+		job, err := createOrGet(ctx, newJobSetJob(w, sw.expected), api.Jobs(w.Namespace).Create, api.Jobs(w.Namespace).Get)
+		if err != nil {
+			return err
+		}
+		sw.owner = owner{ref: controllerRef("batch/v1", "Job", job.Name, job.UID), labels: job.Spec.Template.Labels}
+		sw.template = job.Spec.Template
 	case KindDaemonSet:
 		api := d.client.AppsV1()
 		ds, err := createOrGet(ctx, newDaemonSet(w), api.DaemonSets(w.Namespace).Create, api.DaemonSets(w.Namespace).Get)
@@ -133,6 +144,22 @@ func (d *Driver) registerWorkload(ctx context.Context, sw *simWorkload) error {
 		}
 	}
 	return nil
+}
+
+// newJobSetJob is the one Job of a JobSet's replicated job, as the JobSet controller creates it. Neither the JobSet
+// resource nor its controller run on the simulated cluster: the Job's controller reference names the JobSet, which
+// is all that tells the pods' workload.
+func newJobSetJob(w *Workload, nodes int) *batchv1.Job {
+	job := newJob(w, nodes)
+	job.Name = w.Name + "-slice-0"
+	h := fnv.New64a()
+	fmt.Fprintf(h, "jobset/%s/%s", w.Namespace, w.Name)
+	sum := h.Sum64()
+	uid := types.UID(fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", uint32(sum>>32), uint16(sum>>16), uint16(sum)&0xfff, uint16(sum>>4)&0xfff, sum&0xffffffffffff))
+	job.OwnerReferences = []metav1.OwnerReference{controllerRef("jobset.x-k8s.io/v1alpha2", "JobSet", w.Name, uid)}
+	job.Labels["jobset.sigs.k8s.io/jobset-name"] = w.Name
+	job.Spec.Template.Labels["jobset.sigs.k8s.io/jobset-name"] = w.Name
+	return job
 }
 
 type objectWithName interface{ GetName() string }
