@@ -8,7 +8,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
+	k8smetadata "k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
@@ -62,7 +62,7 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			if err != nil {
 				return fmt.Errorf("creating Kubernetes client: %w", err)
 			}
-			meta, err := metadata.NewForConfig(cfg)
+			meta, err := k8smetadata.NewForConfig(cfg)
 			if err != nil {
 				return fmt.Errorf("creating Kubernetes metadata client: %w", err)
 			}
