@@ -31,7 +31,8 @@ func (e *Executor) drainAsync(ctx context.Context, node *corev1.Node) {
 		return
 	}
 	drainCtx, cancel := context.WithCancel(ctx)
-	e.drains[name] = drainRun{uid: uid, cancel: cancel}
+	run := &drainRun{uid: uid, cancel: cancel}
+	e.drains[name] = run
 	e.drainWG.Add(1)
 	e.mu.Unlock()
 	go func() {
@@ -39,7 +40,7 @@ func (e *Executor) drainAsync(ctx context.Context, node *corev1.Node) {
 		defer cancel()
 		e.drain(drainCtx, name, uid)
 		e.mu.Lock()
-		if run, ok := e.drains[name]; ok && run.uid == uid {
+		if e.drains[name] == run { // a later run on the node is not this one's to forget
 			delete(e.drains, name)
 		}
 		e.mu.Unlock()

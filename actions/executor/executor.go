@@ -96,7 +96,7 @@ type Executor struct {
 	refused   map[string]string // node -> maintenance|reason of the last refusal evented and counted
 	waited    map[string]string // node -> maintenance|code of the last wait evented
 	simulated map[string]simulatedClaim
-	drains    map[string]drainRun
+	drains    map[string]*drainRun
 	drainWG   sync.WaitGroup
 
 	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
@@ -122,7 +122,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		refused:   map[string]string{},
 		waited:    map[string]string{},
 		simulated: map[string]simulatedClaim{},
-		drains:    map[string]drainRun{},
+		drains:    map[string]*drainRun{},
 	}
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
@@ -258,11 +258,14 @@ func (e *Executor) Lead(ctx context.Context) error {
 		}()
 	}
 	<-ctx.Done()
+	// Not leading any more: new alerts get 503 at once (and reach the next leader), no new drain starts.
+	e.mu.Lock()
+	e.queue = nil
+	e.mu.Unlock()
 	queue.ShutDown()
 	workers.Wait()
 	e.drainWG.Wait()
 	e.mu.Lock()
-	e.queue = nil
 	clear(e.alerts)
 	clear(e.refused)
 	clear(e.waited)

@@ -175,6 +175,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 	all := e.cachedNodes()
 	now := time.Now()
 	for i := range cfg.Pools {
+		disrupted := e.disruptedWithReserved(all)
 		p := &cfg.Pools[i]
 		if p.Opportunistic == nil {
 			continue
@@ -186,15 +187,15 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			}
 		}
 		members, why := policy.PickOpportunistic(policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle,
-			Disrupted: e.disrupted, Claimable: e.claimable, Now: now})
+			Disrupted: disrupted, Claimable: e.claimable, Now: now})
 		if members == nil {
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
-		pool, cluster := policy.Survey(cfg, members[0], all, e.disrupted)
+		pool, cluster := policy.Survey(cfg, members[0], all, disrupted)
 		req := policy.Request{Action: nodestate.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
-			Disrupted: e.disrupted, Now: now})
+			Disrupted: disrupted, Now: now})
 		if d.Verdict != policy.Act {
 			e.logger.Debug("opportunistic maintenance not started", "pool", p.Name, "node", members[0].Name, "verdict", d.Verdict, "reason", d.Reason)
 			continue

@@ -134,11 +134,12 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	all := e.cachedNodes()
-	pool, cluster := policy.Survey(cfg, node, all, e.disrupted)
+	disrupted := e.disruptedWithReserved(all)
+	pool, cluster := policy.Survey(cfg, node, all, disrupted)
 	req := policy.Request{Action: t.Action, CanReschedule: t.CanReschedule || m.CanReschedule == "true"}
 	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
-		Disrupted: e.disrupted, Now: time.Now()})
+		Disrupted: disrupted, Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
 	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
 	switch d.Verdict {
@@ -168,6 +169,20 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	}
 	log.Info("action accepted")
 	return 0, nil
+}
+
+// disruptedWithReserved is e.disrupted, plus the members of groups claimed half-way that are not claimed yet: the
+// room their group reserved stays reserved until the group is complete.
+func (e *Executor) disruptedWithReserved(all []*corev1.Node) func(*corev1.Node) bool {
+	reserved := map[string]bool{}
+	for _, n := range all {
+		if r := nodestate.Read(n); r.Phase == nodestate.Accepted {
+			for _, member := range r.Group {
+				reserved[member] = true
+			}
+		}
+	}
+	return func(n *corev1.Node) bool { return reserved[n.Name] || e.disrupted(n) }
 }
 
 // members are the nodes of scope that go with node: node first, then those with the same action pending, by name.
@@ -427,6 +442,7 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate
 		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
 		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
 	}
+	forgetUnseen(p, rec, obs)
 	msg := why
 	if rec.CordonedBy != "" && node.Spec.Unschedulable {
 		p.unschedulable = ptr(false)
@@ -456,7 +472,14 @@ func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.
 		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
 		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
 	}
+	obs := nodestate.Observe(node)
+	forgetUnseen(p, rec, obs)
 	msg := why
+	if rec.Phase == nodestate.MaintenanceRequested && obs.PerformRequested {
+		// GKE did the maintenance but left our request: it would start the next one at once.
+		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
+		msg += "; perform-maintenance request removed"
+	}
 	if rec.CordonedBy != "" && node.Spec.Unschedulable {
 		p.unschedulable = ptr(false)
 		msg += "; uncordoned (our cordon)"
@@ -471,6 +494,14 @@ func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.
 	e.event(node, corev1.EventTypeNormal, reasonMaintenanceFinished, "%s", msg)
 	e.logger.Info(msg, "node", node.Name, "action", rec.Action)
 	return nil
+}
+
+// forgetUnseen drops the maintenance key from work that ends without GKE maintenance ever seen: the work did not
+// serve it, so if the same maintenance is announced again (a label that flapped) it is new work, not a repeat.
+func forgetUnseen(p nodePatch, rec nodestate.Record, obs nodestate.Observation) {
+	if !rec.MaintenanceSeen && !obs.InMaintenance {
+		p.annotations[nodestate.AnnotationMaintenance] = nil
+	}
 }
 
 // succeeded counts an action whose own part is complete (pods evicted, or maintenance requested).

@@ -118,8 +118,9 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 		}
 		return StepContinueDrain, ""
 	}
-	// maintenance-requested, or a cordon held after done/failed: wait for GKE to finish.
-	if r.MaintenanceSeen && quietAndReady {
+	// maintenance-requested, or a cordon held after done/failed: wait for GKE to finish. A request GKE left on the
+	// node after the maintenance it started is ours to remove, not a reason to wait.
+	if r.MaintenanceSeen && o.Ready && (!o.PerformRequested || r.Phase == MaintenanceRequested) {
 		return StepFinish, "GKE finished maintenance"
 	}
 	return StepNone, ""

@@ -63,6 +63,7 @@ func TestNext(t *testing.T) {
 		{"requested, waiting for GKE", rec(PerformMaintenance, MaintenanceRequested), requested, false, StepNone},
 		{"requested, GKE started", rec(PerformMaintenance, MaintenanceRequested), inMaint, false, StepNoteSeen},
 		{"requested, GKE finished", rec(PerformMaintenance, MaintenanceRequested, seen), gone, false, StepFinish},
+		{"requested, GKE finished but left the request", rec(PerformMaintenance, MaintenanceRequested, seen), Observation{PerformRequested: true, Ready: true}, false, StepFinish},
 		{"requested, finished while unobserved", rec(PerformMaintenance, MaintenanceRequested), gone, false, StepFinish},
 		{"requested, maintenance moved instead", rec(PerformMaintenance, MaintenanceRequested), Observation{Maintenance: scheduledB, PerformRequested: true, Ready: true}, false, StepAbandon},
 		{"requested, maintenance vanished, request still set", rec(PerformMaintenance, MaintenanceRequested), Observation{PerformRequested: true, Ready: true}, false, StepAbandon},

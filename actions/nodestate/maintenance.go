@@ -92,7 +92,7 @@ func PendingMaintenance(node *corev1.Node) Maintenance {
 		switch strings.ToUpper(u.Status) {
 		case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
 			if t, err := time.Parse(time.RFC3339, u.WindowStart); err == nil {
-				m.WindowStart = t.UTC()
+				m.WindowStart = t.UTC().Truncate(time.Second) // keys and labels are whole seconds
 			}
 			m.CanReschedule = canReschedule(u.CanReschedule)
 		}
