@@ -149,7 +149,7 @@ func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 				t.Setenv("GCE_METADATA_HOST", freeAddress(t)) // nothing listens
 			}
 			addr := freeAddress(t)
-			startCommand(t, clusterCommand, "cluster", "--no-collector.nodes", "--web.listen-address="+addr,
+			startCommand(t, clusterCommand, "cluster", "--no-collector.nodes", "--no-collector.workloads", "--web.listen-address="+addr,
 				"--cloudmonitoring.project=p1", "--cloudmonitoring.endpoint="+monAddr, "--cloudmonitoring.insecure",
 				"--cloudmonitoring.interval=200ms")
 			testenv.Eventually(t, 20*time.Second, "the interruptions listed", func() error {
