@@ -140,9 +140,9 @@ func TestRender(t *testing.T) {
 			wantErrors: []string{gke.AnnotationUpcomingMaintenance},
 		},
 		{
-			name: "unreadable field is an error, the rest is kept",
-			node: annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED","window_start_time":"soon"}`}),
-			want: `gke_node_upcoming_maintenance_info{can_reschedule="false",node="n1",reasons="",status="",type="SCHEDULED"} 1` + "\n",
+			name:       "unreadable field is an error, the rest is kept",
+			node:       annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED","window_start_time":"soon"}`}),
+			want:       `gke_node_upcoming_maintenance_info{can_reschedule="false",node="n1",reasons="",status="",type="SCHEDULED"} 1` + "\n",
 			wantErrors: []string{gke.AnnotationUpcomingMaintenance},
 		},
 		{
