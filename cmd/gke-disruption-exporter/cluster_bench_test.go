@@ -55,6 +55,7 @@ func BenchmarkClusterSync(b *testing.B) {
 				b.ReportMetric(float64(m.heapInuse)/1e6, "heap-inuse-MB")
 				b.ReportMetric(float64(m.rss)/1e6, "rss-MB")
 				b.ReportMetric(float64(m.peakRSS)/1e6, "peak-rss-MB")
+				b.ReportMetric(float64(m.scrapedRSS)/1e6, "rss-after-scrapes-MB")
 			}
 		})
 	}
@@ -64,7 +65,7 @@ type syncMeasurement struct {
 	ready, complete, scrape, gzipScrape time.Duration
 	nodesAtReady                        int
 	scrapeBytes                         int
-	rss, peakRSS, heapInuse             int64
+	rss, peakRSS, scrapedRSS, heapInuse int64
 }
 
 func measureClusterSync(b *testing.B, binary, kubeconfig string, n int) syncMeasurement {
@@ -117,6 +118,7 @@ func measureClusterSync(b *testing.B, binary, kubeconfig string, n int) syncMeas
 	}
 	m.scrape /= scrapes
 	m.gzipScrape /= scrapes
+	m.scrapedRSS, _ = processRSS(b, cmd.Process.Pid)
 	return m
 }
 
