@@ -68,7 +68,10 @@ type Set struct {
 	logger     *slog.Logger
 	collectors map[string]Collector
 	gatherer   prometheus.Gatherer
-	buffers    sync.Pool
+	// text holds a scrape's rendered part. It is kept, not pooled: a pool is emptied by every GC, and regrowing
+	// tens of MB per scrape is most of a large cluster's garbage. A scrape that finds it in use takes its own.
+	textMu sync.Mutex
+	text   bytes.Buffer
 }
 
 // NewSet serves collectors next to the series of gatherer (the command's self-monitoring registry).
@@ -77,7 +80,6 @@ func NewSet(logger *slog.Logger, gatherer prometheus.Gatherer, collectors map[st
 		logger:     logger,
 		collectors: collectors,
 		gatherer:   gatherer,
-		buffers:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 }
 
@@ -127,8 +129,11 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 
 // ServeHTTP writes every series in the text format 0.0.4: first the client_golang ones, then the rendered text.
 func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	text := s.buffers.Get().(*bytes.Buffer)
-	defer func() { text.Reset(); s.buffers.Put(text) }()
+	text := new(bytes.Buffer)
+	if s.textMu.TryLock() {
+		text = &s.text
+		defer func() { text.Reset(); s.textMu.Unlock() }()
+	}
 
 	results := make(map[string]result)
 	for name, c := range s.collectors {

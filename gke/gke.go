@@ -22,7 +22,8 @@ const (
 	LabelSpot                   = "cloud.google.com/gke-spot"
 	// LabelScheduledMaintenanceTime is the maintenance's start, whole epoch seconds as a string.
 	LabelScheduledMaintenanceTime = "cloud.google.com/scheduled-maintenance-time"
-	// LabelActiveNodeMaintenance is ONGOING, then terminating, while GKE maintains the node.
+	// LabelActiveNodeMaintenance is ONGOING, then terminating, while GKE maintains the node (passthrough after
+	// perform-maintenance has been seen in the field).
 	LabelActiveNodeMaintenance = "cloud.google.com/active-node-maintenance"
 	// LabelPerformMaintenance=true asks GKE to start reschedulable maintenance now.
 	LabelPerformMaintenance   = "cloud.google.com/perform-maintenance"
@@ -33,14 +34,18 @@ const (
 const (
 	// TaintImpendingTermination is set (NoSchedule) while GKE terminates the node for maintenance.
 	TaintImpendingTermination = "cloud.google.com/impending-node-termination"
+	// TaintMaintenanceWindowStarted is set (PreferNoSchedule, seen in the field) once GKE starts a maintenance
+	// window, for example after perform-maintenance.
+	TaintMaintenanceWindowStarted = "cloud.google.com/maintenance-window-started"
 )
 
 // Annotations GKE sets.
 const (
 	// AnnotationMaintenanceState says whether GKE's opportunistic maintenance was triggered.
 	AnnotationMaintenanceState = "node.gke.io/maintenance-state"
-	// AnnotationUpcomingMaintenance is the JSON GKE's maintenance handler writes ahead of a maintenance (same fields
-	// as the metadata server's instance/upcoming-maintenance).
+	// AnnotationUpcomingMaintenance is the upcoming-maintenance JSON (as the metadata server's) that GKE's
+	// maintenance handler writes on the node, before the metadata server shows it. Read it with
+	// ParseUpcomingMaintenance.
 	AnnotationUpcomingMaintenance = "node.gke.io/upcoming-maintenance"
 	// AnnotationOpportunisticConfig marks a node pool configured for GKE's own opportunistic maintenance.
 	AnnotationOpportunisticConfig = "node.gke.io/opportunistic-config"

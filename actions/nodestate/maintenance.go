@@ -1,7 +1,6 @@
 package nodestate
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -72,15 +71,8 @@ func (m Maintenance) Serves(key string) bool {
 	return m.Label == "" && m.WindowStart.Equal(at)
 }
 
-// upcomingMaintenance is the part of GKE's node.gke.io/upcoming-maintenance JSON the actions read.
-type upcomingMaintenance struct {
-	Status        string          `json:"maintenance_status"`
-	CanReschedule json.RawMessage `json:"can_reschedule"`
-	WindowStart   string          `json:"window_start_time"`
-}
-
-// PendingMaintenance reads the maintenance announced on the node and not yet started. A malformed label or
-// annotation announces nothing.
+// PendingMaintenance reads the maintenance announced on the node and not yet started. A malformed label announces
+// nothing; of a malformed annotation only the fields that read are used (gke.ParseUpcomingMaintenance).
 func PendingMaintenance(node *corev1.Node) Maintenance {
 	var m Maintenance
 	if v := node.Labels[gke.LabelScheduledMaintenanceTime]; v != "" {
@@ -91,42 +83,31 @@ func PendingMaintenance(node *corev1.Node) Maintenance {
 	if u, ok := announcement(node); ok {
 		switch strings.ToUpper(u.Status) {
 		case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
-			if t, err := time.Parse(time.RFC3339, u.WindowStart); err == nil {
-				m.WindowStart = t.UTC().Truncate(time.Second) // keys and labels are whole seconds
+			if !u.WindowStart.IsZero() {
+				m.WindowStart = u.WindowStart.UTC().Truncate(time.Second) // keys and labels are whole seconds
 			}
-			m.CanReschedule = canReschedule(u.CanReschedule)
+			if u.CanReschedule != gke.CanRescheduleUnknown {
+				m.CanReschedule = u.CanReschedule.String()
+			}
 		}
 	}
 	return m
 }
 
-// announcement is GKE's upcoming-maintenance annotation, when it parses.
-func announcement(node *corev1.Node) (upcomingMaintenance, bool) {
+// announcement is GKE's upcoming-maintenance annotation, when it announces anything.
+func announcement(node *corev1.Node) (gke.UpcomingMaintenance, bool) {
 	raw := node.Annotations[gke.AnnotationUpcomingMaintenance]
 	if raw == "" {
-		return upcomingMaintenance{}, false
+		return gke.UpcomingMaintenance{}, false
 	}
-	var u upcomingMaintenance
-	if json.Unmarshal([]byte(raw), &u) != nil {
-		return upcomingMaintenance{}, false
-	}
-	return u, true
+	u, _ := gke.ParseUpcomingMaintenance(raw)
+	return u, u.Announced
 }
 
 // announcedOngoing reports GKE's maintenance handler saying the announced maintenance has started.
 func announcedOngoing(node *corev1.Node) bool {
 	u, ok := announcement(node)
 	return ok && strings.EqualFold(u.Status, "ONGOING")
-}
-
-// canReschedule reads a string or a boolean.
-func canReschedule(raw json.RawMessage) string {
-	s := strings.Trim(strings.ToLower(strings.TrimSpace(string(raw))), `"`)
-	switch s {
-	case "true", "false":
-		return s
-	}
-	return ""
 }
 
 // KeyStart is when the maintenance a Key names was due.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -32,6 +33,7 @@ func clusterCommand(app *kingpin.Application) runFunc {
 	cloudMonitoring := cloudmonitoring.AddFlags(cmd)
 
 	return func(ctx context.Context, logger *slog.Logger) error {
+		setMemoryLimit(logger)
 		reg := selfRegistry()
 		collectors := map[string]collector.Collector{}
 		var synced []cache.InformerSynced
@@ -100,8 +102,13 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			return err
 		}
 		go func() {
+			// The collectors' own HasSynced: true once every node of the initial list is stored, so ready means
+			// a scrape holds the whole cluster.
 			if cache.WaitForCacheSync(ctx.Done(), synced...) {
 				logger.Info("initial node list synced")
+				// The initial list's decoding garbage is the largest the process ever holds: give it back now
+				// rather than keep it resident until the scavenger gets to it.
+				debug.FreeOSMemory()
 				server.SetReady(true)
 			}
 		}()

@@ -50,6 +50,7 @@ func TestParsePreempted(t *testing.T) {
 	}
 }
 
+// TestParseUpcomingMaintenance covers how the series read the gke package's parse (tested there in full).
 func TestParseUpcomingMaintenance(t *testing.T) {
 	start := time.Date(2025, 3, 4, 1, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -60,9 +61,6 @@ func TestParseUpcomingMaintenance(t *testing.T) {
 	}{
 		{name: "empty object", body: "{}"},
 		{name: "NONE", body: "NONE"},
-		{name: "empty body", body: ""},
-		{name: "null", body: "null"},
-		{name: "only unknown fields", body: `{"foo": 1}`},
 		{name: "only can_reschedule", body: `{"can_reschedule": "true"}`},
 		{
 			name: "documented example",
@@ -80,20 +78,10 @@ func TestParseUpcomingMaintenance(t *testing.T) {
 				Reasons: "FAILURE_GPU,PLANNED_UPDATE"},
 		},
 		{
-			name: "string can_reschedule in upper case, one reason as a string",
-			body: `{"type":"SCHEDULED","can_reschedule":"TRUE","maintenance_reasons":"FAILURE_NVLINK"}`,
-			want: &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "true", Reasons: "FAILURE_NVLINK"},
-		},
-		{
-			name: "fractional seconds and offsets",
-			body: `{"type":"SCHEDULED","window_start_time":"2025-03-04T02:00:00.5+01:00"}`,
-			want: &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false", WindowStart: start.Add(500 * time.Millisecond)},
-		},
-		{
-			name:    "unknown enums pass through",
-			body:    `{"type":"NEW_KIND","maintenance_status":"SOMETHING_ELSE","maintenance_reasons":["FAILURE_TPU"]}`,
-			want:    &upcomingMaintenance{Type: "NEW_KIND", Status: "SOMETHING_ELSE", CanReschedule: "false", Reasons: "FAILURE_TPU"},
-			wantErr: "",
+			name:    "garbage can_reschedule is false",
+			body:    `{"type":"SCHEDULED","can_reschedule":"maybe"}`,
+			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false"},
+			wantErr: "can_reschedule",
 		},
 		{
 			name:    "bad timestamp omitted",
@@ -101,33 +89,7 @@ func TestParseUpcomingMaintenance(t *testing.T) {
 			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false", WindowEnd: start.Add(2 * time.Hour)},
 			wantErr: `window_start_time "tomorrow"`,
 		},
-		{
-			name:    "numeric timestamp",
-			body:    `{"type":"SCHEDULED","window_start_time":1741050000}`,
-			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false"},
-			wantErr: "window_start_time",
-		},
-		{
-			name:    "garbage can_reschedule is false",
-			body:    `{"type":"SCHEDULED","can_reschedule":"maybe"}`,
-			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false"},
-			wantErr: "can_reschedule",
-		},
-		{
-			name:    "bad enum left empty",
-			body:    `{"type":"SCHEDULED","maintenance_status":"PENDING, sort of"}`,
-			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false"},
-			wantErr: "maintenance_status",
-		},
-		{
-			name:    "bad reason dropped",
-			body:    `{"type":"SCHEDULED","maintenance_reasons":["PLANNED_UPDATE","a,b",7]}`,
-			want:    &upcomingMaintenance{Type: "SCHEDULED", CanReschedule: "false"},
-			wantErr: "maintenance_reasons",
-		},
 		{name: "malformed", body: `{"type":"SCHEDULED"`, wantErr: "not a JSON object"},
-		{name: "array", body: `["SCHEDULED"]`, wantErr: "not a JSON object"},
-		{name: "trailing garbage", body: `{} {}`, wantErr: "not a JSON object"},
 		{name: "html", body: `<html>503</html>`, wantErr: "not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,19 +52,17 @@ func fullNode(i int) *v1.Node {
 	return n
 }
 
-// fleet is what the collector holds for n nodes: the informer's cache of stripped nodes and the rendered store.
+// fleet is what the collector holds for n nodes: the informer's cache and the store, sharing the records.
 func fleet(b *testing.B, n int) (cache.Indexer, *store) {
 	b.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	s := newStore()
 	for i := range n {
-		obj, _ := Strip(fullNode(i))
+		obj, _ := Transform(fullNode(i))
 		if err := indexer.Add(obj); err != nil {
 			b.Fatal(err)
 		}
-		node := obj.(*v1.Node)
-		r, _ := render(node)
-		s.set(node.Name, &r)
+		s.set(obj.(*record))
 	}
 	return indexer, s
 }
@@ -95,7 +93,7 @@ func BenchmarkScrape(b *testing.B) {
 	}
 }
 
-// BenchmarkRetainedHeap measures the heap the collector keeps per node after GC: stripped node plus its series.
+// BenchmarkRetainedHeap measures the heap the collector keeps per node after GC: its record, cache and store.
 func BenchmarkRetainedHeap(b *testing.B) {
 	for _, n := range fleetSizes {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
@@ -113,16 +111,14 @@ func BenchmarkRetainedHeap(b *testing.B) {
 	}
 }
 
-// BenchmarkApply is the watch-time cost of one node update: strip and render.
+// BenchmarkApply is the watch-time cost of one node update: transform (render) and store.
 func BenchmarkApply(b *testing.B) {
 	node := fullNode(0)
 	s := newStore()
 	b.ReportAllocs()
 	for b.Loop() {
-		obj, _ := Strip(node)
-		stripped := obj.(*v1.Node)
-		r, _ := render(stripped)
-		s.set(stripped.Name, &r)
+		obj, _ := Transform(node)
+		s.set(obj.(*record))
 	}
 }
 

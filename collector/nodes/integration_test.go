@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +32,10 @@ var gkeSeries = []string{
 	"gke_node_info", "gke_node_scheduled_maintenance_timestamp_seconds", "gke_node_maintenance_state",
 	"gke_node_impending_termination", "gke_node_perform_maintenance_requested", "gke_node_unschedulable",
 	"gke_node_opportunistic_maintenance_triggered", "gke_node_opportunistic_maintenance_disabled",
-	"gke_disruption_node_label_parse_errors_total",
+	"gke_node_upcoming_maintenance_info", "gke_node_upcoming_maintenance_window_start_timestamp_seconds",
+	"gke_node_upcoming_maintenance_window_end_timestamp_seconds",
+	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds", "gke_node_maintenance_window_started",
+	"gke_node_tpu_slice_hosts", "gke_disruption_node_label_parse_errors_total",
 }
 
 // exporter runs the node collector behind the real /metrics handler.
@@ -41,25 +45,34 @@ type exporter struct {
 	url       string
 }
 
-func startExporter(t *testing.T, client kubernetes.Interface) *exporter {
+func startExporter(t *testing.T, client kubernetes.Interface, opts ...Option) *exporter {
+	t.Helper()
+	e := runExporter(t, client, nil, opts...)
+	testenv.Eventually(t, 30*time.Second, "initial node list sync", func() error {
+		if !e.collector.HasSynced() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
+	return e
+}
+
+// runExporter starts the collector without waiting for its sync; beforeEvent, if not nil, runs before the handler
+// applies each event.
+func runExporter(t *testing.T, client kubernetes.Interface, beforeEvent func(), opts ...Option) *exporter {
 	t.Helper()
 	logger := promslog.NewNopLogger()
 	reg := prometheus.NewRegistry()
-	c, err := New(logger, client, reg)
+	c, err := New(logger, client, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.beforeEvent = beforeEvent
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	srv := httptest.NewServer(collector.NewSet(logger, reg, map[string]collector.Collector{"nodes": c}))
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	testenv.Eventually(t, 30*time.Second, "initial node list sync", func() error {
-		if !c.HasSynced() {
-			return fmt.Errorf("not synced")
-		}
-		return nil
-	})
 	return &exporter{t: t, collector: c, url: srv.URL}
 }
 
@@ -109,6 +122,27 @@ func gkeNodes() []*v1.Node {
 		gke.LabelAccelerator: "nvidia-h100-80gb", gke.LabelScheduledMaintenanceTime: "1764547200",
 		"kubernetes.io/hostname": "gke-train-a3-0",
 	})
+	a3.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"true",` +
+		`"latest_window_start_time":"2025-12-08T00:00:00Z","maintenance_status":"PENDING","type":"SCHEDULED",` +
+		`"window_end_time":"2025-12-01T04:00:00Z","window_start_time":"2025-12-01T00:00:00Z",` +
+		`"maintenance_reasons":["PLANNED_UPDATE"]}`}
+	// After perform-maintenance, as seen in the field.
+	passthrough := node("gke-train-a3-1", map[string]string{
+		gke.LabelNodePool: "a3-train", gke.LabelZone: "us-central1-a", gke.LabelInstanceType: "a3-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-h100-80gb", gke.LabelActiveNodeMaintenance: "passthrough",
+		gke.LabelPerformMaintenance: "true",
+	})
+	passthrough.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED",` +
+		`"maintenance_status":"ONGOING","can_reschedule":false,"maintenance_reasons":["FAILURE_GPU","PLANNED_UPDATE"]}`}
+	passthrough.Spec.Taints = []v1.Taint{{Key: gke.TaintMaintenanceWindowStarted, Effect: v1.TaintEffectPreferNoSchedule}}
+	// TPU nodes whose slice size cannot be known: a machine type of no known family, and no topology label.
+	tpuUnknown := node("gke-tpu-future-0", map[string]string{
+		gke.LabelNodePool: "tpu-future", gke.LabelInstanceType: "ct9x-hightpu-4t", gke.LabelTPUTopology: "4x4",
+		gke.LabelTPUAccelerator: "tpu-future",
+	})
+	tpuNoTopology := node("gke-tpu-v5e-0", map[string]string{
+		gke.LabelNodePool: "tpu-v5e", gke.LabelInstanceType: "ct5lp-hightpu-4t", gke.LabelTPUAccelerator: "tpu-v5-lite-podslice",
+	})
 	tpu := node("gke-tpu-v5p-0", map[string]string{
 		gke.LabelNodePool: "tpu-v5p", gke.LabelZone: "us-east5-a", gke.LabelInstanceType: "ct5p-hightpu-4t",
 		gke.LabelTPUAccelerator: "tpu-v5p-slice", gke.LabelTPUTopology: "2x2x2", gke.LabelActiveNodeMaintenance: "ONGOING",
@@ -124,7 +158,8 @@ func gkeNodes() []*v1.Node {
 		gke.LabelNodePool: "l4-serve", gke.LabelProvisioning: "standard", gke.LabelScheduledMaintenanceTime: "soon",
 	})
 	cordoned.Spec.Unschedulable = true
-	return []*v1.Node{a3, tpu, spot, cordoned}
+	cordoned.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED",`}
+	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned}
 }
 
 func TestGoldenSeries(t *testing.T) {
@@ -185,9 +220,17 @@ gke_node_maintenance_state{node="n1",state="ongoing"} 1
 	// A bad value is counted once, however often the node changes while it stays.
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":"not-a-time"}}}`)
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"change"}}}`)
-	e.waitFor("parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label values that could not be read, counted once per value seen.
+	e.waitFor("parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
+`, "gke_disruption_node_label_parse_errors_total")
+	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"node.gke.io/upcoming-maintenance":"{\"type\":"}}}`)
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"again"}}}`)
+	e.waitFor("annotation parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
+# TYPE gke_disruption_node_label_parse_errors_total counter
+gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 1
 `, "gke_disruption_node_label_parse_errors_total")
 
 	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
@@ -218,17 +261,16 @@ gke_node_perform_maintenance_requested{node="n1"} 1
 `, names...)
 }
 
-func TestThousandNodes(t *testing.T) {
-	t.Parallel()
-	api := testenv.StartAPIServer(t)
-	const count = 1000
+// createNodes creates count plain nodes named gke-pool-NNNN, 32 at a time.
+func createNodes(t *testing.T, client kubernetes.Interface, count int) {
+	t.Helper()
 	errs := make(chan error, count)
 	sem := make(chan struct{}, 32)
 	for i := range count {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			_, err := api.Client.CoreV1().Nodes().Create(context.Background(),
+			_, err := client.CoreV1().Nodes().Create(context.Background(),
 				node(fmt.Sprintf("gke-pool-%04d", i), map[string]string{gke.LabelNodePool: "pool"}), metav1.CreateOptions{})
 			errs <- err
 		}()
@@ -238,6 +280,13 @@ func TestThousandNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestThousandNodes(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	const count = 1000
+	createNodes(t, api.Client, count)
 	e := startExporter(t, api.Client)
 	testenv.Eventually(t, 30*time.Second, "all nodes exported", func() error {
 		if got := strings.Count(e.scrape(), "gke_node_info{"); got != count {
@@ -245,4 +294,79 @@ func TestThousandNodes(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReadyOnlyWhenEveryNodeIsStored holds the event handler while the informer reads the initial list: the
+// collector must not call itself synced, nor serve a partial cluster, until the handler has stored every node.
+func TestReadyOnlyWhenEveryNodeIsStored(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	const count = 300
+	createNodes(t, api.Client, count)
+	gate := make(chan struct{})
+	e := runExporter(t, api.Client, func() { <-gate })
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release) // before the collector stops: a held handler would keep it from stopping
+
+	testenv.Eventually(t, 30*time.Second, "informer has read the initial list", func() error {
+		if !e.collector.informer.HasSynced() {
+			return fmt.Errorf("informer not synced")
+		}
+		return nil
+	})
+	if e.collector.HasSynced() {
+		t.Fatal("synced while the handler has stored no node")
+	}
+	if got := e.scrape(); !strings.Contains(got, `gke_disruption_collector_success{collector="nodes"} 0`) || strings.Contains(got, "gke_node_info{") {
+		t.Fatalf("scrape before the handler stored the nodes:\n%s", got)
+	}
+
+	release()
+	testenv.Eventually(t, 30*time.Second, "handler has stored the initial list", func() error {
+		if !e.collector.HasSynced() {
+			return fmt.Errorf("not synced")
+		}
+		return nil
+	})
+	if got := strings.Count(e.scrape(), "gke_node_info{"); got != count {
+		t.Fatalf("synced with %d of %d nodes stored", got, count)
+	}
+}
+
+// TestWatchTroubleIsVisible stops the API server: errors are counted, and once list/watch has failed for longer
+// than the failure grace the collector reports failure while serving the last known series; it recovers when the
+// API server is back.
+func TestWatchTroubleIsVisible(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	createNode(t, api.Client, node("n1", nil))
+	e := startExporter(t, api.Client, WithFailureGrace(500*time.Millisecond))
+	success := func(v int) string {
+		return fmt.Sprintf(`# HELP gke_disruption_collector_success Whether a collector's part of the scrape succeeded.
+# TYPE gke_disruption_collector_success gauge
+gke_disruption_collector_success{collector="nodes"} %d
+`, v)
+	}
+	e.waitFor("healthy", success(1), "gke_disruption_collector_success")
+	if !strings.Contains(e.scrape(), `gke_disruption_watch_errors_total{resource="nodes"} 0`) {
+		t.Fatalf("watch errors not exported as 0:\n%s", e.scrape())
+	}
+
+	api.StopAPIServer()
+	e.waitFor("failing after the grace", success(0), "gke_disruption_collector_success")
+	got := e.scrape()
+	if !strings.Contains(got, `gke_node_info{`) {
+		t.Errorf("last known series dropped while failing:\n%s", got)
+	}
+	if strings.Contains(got, `gke_disruption_watch_errors_total{resource="nodes"} 0`) {
+		t.Errorf("watch errors not counted:\n%s", got)
+	}
+
+	api.StartAgain()
+	e.waitFor("healthy again", success(1), "gke_disruption_collector_success")
+	patchNode(t, api.Client, "n1", `{"spec":{"unschedulable":true}}`)
+	e.waitFor("watching again", `# HELP gke_node_unschedulable The node is cordoned (spec.unschedulable).
+# TYPE gke_node_unschedulable gauge
+gke_node_unschedulable{node="n1"} 1
+`, "gke_node_unschedulable")
 }

@@ -10,45 +10,56 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// keptLabels are the only labels the informer cache holds.
-var keptLabels = []string{
-	gke.LabelNodePool, gke.LabelZone, gke.LabelZoneDeprecated, gke.LabelInstanceType, gke.LabelInstanceTypeDeprecated,
-	gke.LabelAccelerator, gke.LabelTPUAccelerator, gke.LabelTPUTopology, gke.LabelProvisioning, gke.LabelSpot,
-	gke.LabelScheduledMaintenanceTime, gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelOpportunisticDisable,
+// record is all the informer keeps of a node: its name and its rendered samples. The informer cache and the
+// collector's store share it, so a node costs its series' bytes and little more.
+type record struct {
+	name            string
+	resourceVersion string
+	samples         []byte
+	// ends[f] is where family f's samples end in samples; they start where family f-1's end.
+	ends [numFamilies]uint16
+	// bad are the values that could not be read, counted once when they first appear.
+	bad []parseError
 }
 
-// Strip is the informer transform: it keeps only what the series need, so the cache holds a few hundred bytes a
-// node instead of the whole object (status, images, managed fields).
-func Strip(obj any) (any, error) {
+// parseError names a label or annotation whose value could not be read.
+type parseError struct {
+	key   string
+	value string
+}
+
+// family is the node's samples of family f, nil when it has none.
+func (r *record) family(f int) []byte {
+	start := uint16(0)
+	if f > 0 {
+		start = r.ends[f-1]
+	}
+	if start == r.ends[f] {
+		return nil
+	}
+	return r.samples[start:r.ends[f]]
+}
+
+// A record is what the informer stores, so it is a runtime.Object with metadata; records are never changed once
+// made, so a copy is the record itself.
+func (r *record) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (r *record) DeepCopyObject() runtime.Object   { return r }
+func (r *record) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: r.name, ResourceVersion: r.resourceVersion}
+}
+
+// Transform is the informer transform: it renders a node into its record as it arrives, so the cache never holds
+// the object (status, images, managed fields, labels).
+func Transform(obj any) (any, error) {
 	node, ok := obj.(*v1.Node)
 	if !ok {
-		return obj, nil // tombstones pass through
+		return obj, nil // tombstones, and records already transformed, pass through
 	}
-	out := &v1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:            node.Name,
-		UID:             node.UID,
-		ResourceVersion: node.ResourceVersion,
-	}}
-	for _, key := range keptLabels {
-		if v, ok := node.Labels[key]; ok {
-			if out.Labels == nil {
-				out.Labels = make(map[string]string, 8)
-			}
-			out.Labels[key] = v
-		}
-	}
-	if v, ok := node.Annotations[gke.AnnotationMaintenanceState]; ok {
-		out.Annotations = map[string]string{gke.AnnotationMaintenanceState: v}
-	}
-	out.Spec.Unschedulable = node.Spec.Unschedulable
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == gke.TaintImpendingTermination {
-			out.Spec.Taints = append(out.Spec.Taints, v1.Taint{Key: taint.Key, Effect: taint.Effect})
-		}
-	}
-	return out, nil
+	return render(node), nil
 }
 
 // labelValue is a node label as a Prometheus label value; values that are not valid UTF-8 are dropped.
@@ -75,7 +86,8 @@ func provisioning(labels map[string]string) string {
 	return "standard"
 }
 
-// maintenanceState is active-node-maintenance lower-cased; unknown values pass through, empty means none.
+// maintenanceState is active-node-maintenance lower-cased; unknown values (passthrough) pass through, empty means
+// none.
 func maintenanceState(labels map[string]string) string {
 	return strings.ToLower(labelValue(labels, gke.LabelActiveNodeMaintenance))
 }

@@ -8,19 +8,21 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func node(name string, labels map[string]string) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
+func annotated(n *v1.Node, annotations map[string]string) *v1.Node {
+	n.Annotations = annotations
+	return n
+}
+
 func renderText(n *v1.Node) (string, []parseError) {
-	r, errs := render(n)
-	var b strings.Builder
-	for _, part := range r {
-		b.Write(part)
-	}
-	return b.String(), errs
+	r := render(n)
+	return string(r.samples), r.bad
 }
 
 func TestRender(t *testing.T) {
@@ -109,6 +111,63 @@ func TestRender(t *testing.T) {
 			want: "gke_node_opportunistic_maintenance_disabled{node=\"n1\"} 1\n",
 		},
 		{
+			name: "passthrough maintenance state passes through",
+			node: node("n1", map[string]string{gke.LabelActiveNodeMaintenance: "passthrough"}),
+			want: "gke_node_maintenance_state{node=\"n1\",state=\"passthrough\"} 1\n",
+		},
+		{
+			name: "upcoming maintenance annotation as GKE writes it",
+			node: annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"true",` +
+				`"latest_window_start_time":"2025-03-05T01:00:00Z","maintenance_status":"PENDING","type":"SCHEDULED",` +
+				`"window_end_time":"2025-03-04T03:00:00Z","window_start_time":"2025-03-04T01:00:00Z","maintenance_reasons":["PLANNED_UPDATE"]}`}),
+			want: `gke_node_upcoming_maintenance_info{can_reschedule="true",node="n1",reasons="PLANNED_UPDATE",status="PENDING",type="SCHEDULED"} 1` + "\n" +
+				`gke_node_upcoming_maintenance_window_start_timestamp_seconds{node="n1"} 1.74105e+09` + "\n" +
+				`gke_node_upcoming_maintenance_window_end_timestamp_seconds{node="n1"} 1.7410572e+09` + "\n" +
+				`gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds{node="n1"} 1.7411364e+09` + "\n",
+		},
+		{
+			name: "upcoming maintenance with bool can_reschedule and no windows",
+			node: annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"UNSCHEDULED","can_reschedule":false}`}),
+			want: `gke_node_upcoming_maintenance_info{can_reschedule="false",node="n1",reasons="",status="",type="UNSCHEDULED"} 1` + "\n",
+		},
+		{
+			name: "empty upcoming maintenance means none",
+			node: annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{}`}),
+		},
+		{
+			name:       "bad upcoming maintenance JSON is an error, no series",
+			node:       annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED"`}),
+			wantErrors: []string{gke.AnnotationUpcomingMaintenance},
+		},
+		{
+			name:       "unreadable field is an error, the rest is kept",
+			node:       annotated(node("n1", nil), map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED","window_start_time":"soon"}`}),
+			want:       `gke_node_upcoming_maintenance_info{can_reschedule="false",node="n1",reasons="",status="",type="SCHEDULED"} 1` + "\n",
+			wantErrors: []string{gke.AnnotationUpcomingMaintenance},
+		},
+		{
+			name: "TPU slice hosts",
+			node: node("n1", map[string]string{gke.LabelTPUTopology: "4x4", gke.LabelInstanceType: "ct5lp-hightpu-4t"}),
+			want: "gke_node_tpu_slice_hosts{node=\"n1\"} 4\n",
+		},
+		{
+			name: "single-host TPU slice",
+			node: node("n1", map[string]string{gke.LabelTPUTopology: "2x4", gke.LabelInstanceType: "ct5lp-hightpu-8t"}),
+			want: "gke_node_tpu_slice_hosts{node=\"n1\"} 1\n",
+		},
+		{
+			name: "unknown TPU machine type: no slice series",
+			node: node("n1", map[string]string{gke.LabelTPUTopology: "4x4", gke.LabelInstanceType: "ct9x-future-4t"}),
+		},
+		{
+			name: "TPU without topology: no slice series",
+			node: node("n1", map[string]string{gke.LabelInstanceType: "ct5p-hightpu-4t"}),
+		},
+		{
+			name: "garbled topology: no slice series",
+			node: node("n1", map[string]string{gke.LabelTPUTopology: "4by4", gke.LabelInstanceType: "ct5p-hightpu-4t"}),
+		},
+		{
 			name: "invalid UTF-8 label value dropped",
 			node: node("n1", map[string]string{gke.LabelNodePool: "pool\xff"}),
 			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
@@ -130,7 +189,7 @@ func TestRender(t *testing.T) {
 			}
 			var gotErrors []string
 			for _, e := range errs {
-				gotErrors = append(gotErrors, e.label)
+				gotErrors = append(gotErrors, e.key)
 			}
 			if strings.Join(gotErrors, ",") != strings.Join(tc.wantErrors, ",") {
 				t.Errorf("parse errors: got %v, want %v", gotErrors, tc.wantErrors)
@@ -146,12 +205,14 @@ func TestRenderTaints(t *testing.T) {
 		{Key: "nvidia.com/gpu", Effect: v1.TaintEffectNoSchedule},
 		{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule},
 		{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoExecute},
+		{Key: gke.TaintMaintenanceWindowStarted, Effect: v1.TaintEffectPreferNoSchedule},
 	}
 	got, _ := renderText(n)
 	for _, want := range []string{
 		"gke_node_impending_termination{effect=\"NoSchedule\",node=\"n1\"} 1\n",
 		"gke_node_impending_termination{effect=\"NoExecute\",node=\"n1\"} 1\n",
 		"gke_node_unschedulable{node=\"n1\"} 1\n",
+		"gke_node_maintenance_window_started{effect=\"PreferNoSchedule\",node=\"n1\"} 1\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
@@ -162,61 +223,39 @@ func TestRenderTaints(t *testing.T) {
 	}
 }
 
-func TestOpportunisticTriggered(t *testing.T) {
-	for value, want := range map[string]bool{
-		"opportunistic-triggered: true":          true,
-		`{"opportunistic-triggered": "true"}`:    true,
-		"opportunistic-triggered=true":           true,
-		"Opportunistic-Triggered":                true,
-		"other: x, opportunistic-triggered:true": true,
-		"opportunistic-triggered: false":         false,
-		"":                                       false,
-		"garbage\x00":                            false,
-	} {
-		got := gke.OpportunisticTriggered(map[string]string{gke.AnnotationMaintenanceState: value})
-		if got != want {
-			t.Errorf("gke.OpportunisticTriggered(%q) = %v, want %v", value, got, want)
-		}
-	}
-	if gke.OpportunisticTriggered(nil) {
-		t.Error("no annotation must not count as triggered")
-	}
-}
-
-func TestStripKeepsOnlyWhatSeriesNeed(t *testing.T) {
-	n := node("n1", map[string]string{gke.LabelNodePool: "p", "kubernetes.io/hostname": "n1", gke.LabelScheduledMaintenanceTime: "1"})
-	n.Annotations = map[string]string{gke.AnnotationMaintenanceState: "x", "node.alpha.kubernetes.io/ttl": "0"}
-	n.Spec.Taints = []v1.Taint{{Key: "other", Effect: v1.TaintEffectNoSchedule}, {Key: gke.TaintImpendingTermination, Value: "v", Effect: v1.TaintEffectNoSchedule}}
+func TestTransformKeepsOnlyTheRecord(t *testing.T) {
+	n := node("n1", map[string]string{gke.LabelNodePool: "p", "kubernetes.io/hostname": "n1", gke.LabelScheduledMaintenanceTime: "x"})
+	n.ResourceVersion = "42"
 	n.Status.Images = []v1.ContainerImage{{Names: []string{"image"}}}
-	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-
-	obj, err := Strip(n)
+	obj, err := Transform(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := obj.(*v1.Node)
-	if len(s.Labels) != 2 || s.Labels["kubernetes.io/hostname"] != "" {
-		t.Errorf("labels not stripped: %v", s.Labels)
+	r := obj.(*record)
+	want, wantErrs := renderText(n)
+	if string(r.samples) != want || len(r.bad) != len(wantErrs) {
+		t.Errorf("record %q, errors %v; want %q, %v", r.samples, r.bad, want, wantErrs)
 	}
-	if len(s.Annotations) != 1 || len(s.Spec.Taints) != 1 || len(s.Status.Images) != 0 || len(s.ManagedFields) != 0 {
-		t.Errorf("not stripped: %+v", s)
+	// The informer keys records like nodes, and transforms a record again as itself.
+	key, err := cache.MetaNamespaceKeyFunc(r)
+	if err != nil || key != "n1" {
+		t.Errorf("key %q, %v", key, err)
 	}
-	// The stripped node renders exactly as the full one.
-	full, _ := renderText(n)
-	stripped, _ := renderText(s)
-	if full != stripped {
-		t.Errorf("stripped node renders differently:\n%s\nvs\n%s", stripped, full)
+	if again, _ := Transform(r); again != r {
+		t.Error("a record transformed again changed")
+	}
+	tombstone := cache.DeletedFinalStateUnknown{Key: "n1", Obj: r}
+	if got, _ := Transform(tombstone); got != tombstone {
+		t.Error("a tombstone did not pass through")
 	}
 }
 
 func TestStoreSetAndDelete(t *testing.T) {
 	s := newStore()
 	for _, name := range []string{"a", "b", "c"} {
-		r, _ := render(node(name, map[string]string{gke.LabelPerformMaintenance: "true"}))
-		s.set(name, &r)
+		s.set(render(node(name, map[string]string{gke.LabelPerformMaintenance: "true"})))
 	}
-	r, _ := render(node("b", nil))
-	s.set("b", &r) // b no longer requests maintenance
+	s.set(render(node("b", nil))) // b no longer requests maintenance
 	s.delete("a")
 	s.delete("missing")
 
@@ -237,8 +276,8 @@ func TestStoreSetAndDelete(t *testing.T) {
 		t.Errorf("counts %v, index %v", s.counts, s.index)
 	}
 	for name, i := range s.index {
-		if s.names[i] != name {
-			t.Errorf("index of %s points at %s", name, s.names[i])
+		if s.nodes[i].name != name {
+			t.Errorf("index of %s points at %s", name, s.nodes[i].name)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package nodes
 
 import (
 	"io"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
@@ -14,12 +16,18 @@ import (
 const (
 	familyInfo = iota
 	familyScheduledMaintenance
+	familyUpcomingInfo
+	familyUpcomingWindowStart
+	familyUpcomingWindowEnd
+	familyUpcomingLatestWindowStart
 	familyMaintenanceState
+	familyMaintenanceWindowStarted
 	familyImpendingTermination
 	familyPerformMaintenanceRequested
 	familyUnschedulable
 	familyOpportunisticTriggered
 	familyOpportunisticDisabled
+	familyTPUSliceHosts
 	numFamilies
 )
 
@@ -28,8 +36,18 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "GKE node metadata: node pool, zone, machine type, accelerators and provisioning model."},
 	familyScheduledMaintenance: {Name: "gke_node_scheduled_maintenance_timestamp_seconds", Type: "gauge",
 		Help: "When host maintenance is scheduled to start, from the node label cloud.google.com/scheduled-maintenance-time."},
+	familyUpcomingInfo: {Name: "gke_node_upcoming_maintenance_info", Type: "gauge",
+		Help: "Maintenance GKE announced on the node, from the annotation node.gke.io/upcoming-maintenance; absent when none."},
+	familyUpcomingWindowStart: {Name: "gke_node_upcoming_maintenance_window_start_timestamp_seconds", Type: "gauge",
+		Help: "Start of the upcoming maintenance window, from the annotation node.gke.io/upcoming-maintenance."},
+	familyUpcomingWindowEnd: {Name: "gke_node_upcoming_maintenance_window_end_timestamp_seconds", Type: "gauge",
+		Help: "End of the upcoming maintenance window, from the annotation node.gke.io/upcoming-maintenance."},
+	familyUpcomingLatestWindowStart: {Name: "gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds", Type: "gauge",
+		Help: "Latest time the upcoming maintenance window may start, from the annotation node.gke.io/upcoming-maintenance."},
 	familyMaintenanceState: {Name: "gke_node_maintenance_state", Type: "gauge",
 		Help: "The node is in host maintenance, from the label cloud.google.com/active-node-maintenance."},
+	familyMaintenanceWindowStarted: {Name: "gke_node_maintenance_window_started", Type: "gauge",
+		Help: "The node has the cloud.google.com/maintenance-window-started taint."},
 	familyImpendingTermination: {Name: "gke_node_impending_termination", Type: "gauge",
 		Help: "The node has the cloud.google.com/impending-node-termination taint."},
 	familyPerformMaintenanceRequested: {Name: "gke_node_perform_maintenance_requested", Type: "gauge",
@@ -40,26 +58,23 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "GKE triggered opportunistic maintenance, from the annotation node.gke.io/maintenance-state."},
 	familyOpportunisticDisabled: {Name: "gke_node_opportunistic_maintenance_disabled", Type: "gauge",
 		Help: "Opportunistic maintenance is disabled with the label cloud.google.com/opportunistic-disable=true."},
+	familyTPUSliceHosts: {Name: "gke_node_tpu_slice_hosts", Type: "gauge",
+		Help: "VMs in the node's TPU slice: chips of cloud.google.com/gke-tpu-topology over chips per VM of the machine type; above 1 a multi-host slice."},
 }
 
-// rendered is one node's samples, one byte slice per family (nil where the node has no series in it).
-type rendered [numFamilies][]byte
+// maxRecordBytes bounds a node's samples so the family ends fit their uint16s; real nodes render a few hundred.
+const maxRecordBytes = math.MaxUint16
 
-// parseError names a label whose value could not be read.
-type parseError struct {
-	label string
-	value string
-}
-
-// render turns a stripped node into its samples. Series are sparse: a signal's series exists only while the
-// signal does.
-func render(node *v1.Node) (rendered, []parseError) {
-	var r rendered
-	var errs []parseError
+// render turns a node into its record. Series are sparse: a signal's series exists only while the signal does.
+func render(node *v1.Node) *record {
+	r := &record{name: node.Name, resourceVersion: node.ResourceVersion}
 	name := node.Name
 	labels := node.Labels
+	b := make([]byte, 0, 320)
+	end := func(f int) { r.ends[f] = uint16(len(b)) }
+
 	// Label names in sorted order, as client_golang writes them.
-	r[familyInfo] = collector.AppendSample(nil, families[familyInfo].Name, 1,
+	b = collector.AppendSample(b, families[familyInfo].Name, 1,
 		"accelerator", labelValue(labels, gke.LabelAccelerator),
 		"machine_type", labelValue(labels, gke.LabelInstanceType, gke.LabelInstanceTypeDeprecated),
 		"node", name,
@@ -69,43 +84,109 @@ func render(node *v1.Node) (rendered, []parseError) {
 		"tpu_topology", labelValue(labels, gke.LabelTPUTopology),
 		"zone", labelValue(labels, gke.LabelZone, gke.LabelZoneDeprecated),
 	)
+	end(familyInfo)
+
 	if v, ok := labels[gke.LabelScheduledMaintenanceTime]; ok {
 		if secs, ok := gke.ParseMaintenanceTime(v); ok {
-			r[familyScheduledMaintenance] = collector.AppendSample(nil, families[familyScheduledMaintenance].Name, float64(secs), "node", name)
+			b = collector.AppendSample(b, families[familyScheduledMaintenance].Name, float64(secs), "node", name)
 		} else {
-			errs = append(errs, parseError{label: gke.LabelScheduledMaintenanceTime, value: v})
+			r.bad = append(r.bad, parseError{key: gke.LabelScheduledMaintenanceTime, value: v})
 		}
 	}
+	end(familyScheduledMaintenance)
+
+	var upcoming gke.UpcomingMaintenance
+	if v, ok := node.Annotations[gke.AnnotationUpcomingMaintenance]; ok {
+		var err error
+		if upcoming, err = gke.ParseUpcomingMaintenance(v); err != nil {
+			r.bad = append(r.bad, parseError{key: gke.AnnotationUpcomingMaintenance, value: v})
+		}
+	}
+	if upcoming.Announced {
+		b = collector.AppendSample(b, families[familyUpcomingInfo].Name, 1,
+			"can_reschedule", upcoming.CanReschedule.LabelValue(),
+			"node", name,
+			"reasons", upcoming.JoinedReasons(),
+			"status", upcoming.Status,
+			"type", upcoming.Type,
+		)
+	}
+	end(familyUpcomingInfo)
+	for _, w := range []struct {
+		family int
+		t      time.Time
+	}{
+		{familyUpcomingWindowStart, upcoming.WindowStart},
+		{familyUpcomingWindowEnd, upcoming.WindowEnd},
+		{familyUpcomingLatestWindowStart, upcoming.LatestWindowStart},
+	} {
+		if !w.t.IsZero() {
+			b = collector.AppendSample(b, families[w.family].Name, epochSeconds(w.t), "node", name)
+		}
+		end(w.family)
+	}
+
 	if state := maintenanceState(labels); state != "" {
-		r[familyMaintenanceState] = collector.AppendSample(nil, families[familyMaintenanceState].Name, 1, "node", name, "state", state)
+		b = collector.AppendSample(b, families[familyMaintenanceState].Name, 1, "node", name, "state", state)
 	}
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == gke.TaintImpendingTermination {
-			r[familyImpendingTermination] = collector.AppendSample(r[familyImpendingTermination],
-				families[familyImpendingTermination].Name, 1, "effect", string(taint.Effect), "node", name)
+	end(familyMaintenanceState)
+	b = appendTaints(b, node, gke.TaintMaintenanceWindowStarted, familyMaintenanceWindowStarted)
+	end(familyMaintenanceWindowStarted)
+	b = appendTaints(b, node, gke.TaintImpendingTermination, familyImpendingTermination)
+	end(familyImpendingTermination)
+
+	if labels[gke.LabelPerformMaintenance] == "true" {
+		b = collector.AppendSample(b, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
+	}
+	end(familyPerformMaintenanceRequested)
+	if node.Spec.Unschedulable {
+		b = collector.AppendSample(b, families[familyUnschedulable].Name, 1, "node", name)
+	}
+	end(familyUnschedulable)
+	if gke.OpportunisticTriggered(node.Annotations) {
+		b = collector.AppendSample(b, families[familyOpportunisticTriggered].Name, 1, "node", name)
+	}
+	end(familyOpportunisticTriggered)
+	if labels[gke.LabelOpportunisticDisable] == "true" {
+		b = collector.AppendSample(b, families[familyOpportunisticDisabled].Name, 1, "node", name)
+	}
+	end(familyOpportunisticDisabled)
+	if hosts, ok := gke.TPUSliceHosts(labels); ok {
+		b = collector.AppendSample(b, families[familyTPUSliceHosts].Name, float64(hosts), "node", name)
+	}
+	end(familyTPUSliceHosts)
+
+	if len(b) > maxRecordBytes {
+		// Only absurd values (thousands of maintenance reasons) get here: keep the node's info series alone rather
+		// than corrupt the offsets. Label values are at most 63 bytes, so the info series always fits.
+		b = b[:r.ends[familyInfo]]
+		for f := range r.ends {
+			r.ends[f] = uint16(len(b))
 		}
 	}
-	if labels[gke.LabelPerformMaintenance] == "true" {
-		r[familyPerformMaintenanceRequested] = collector.AppendSample(nil, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
-	}
-	if node.Spec.Unschedulable {
-		r[familyUnschedulable] = collector.AppendSample(nil, families[familyUnschedulable].Name, 1, "node", name)
-	}
-	if gke.OpportunisticTriggered(node.Annotations) {
-		r[familyOpportunisticTriggered] = collector.AppendSample(nil, families[familyOpportunisticTriggered].Name, 1, "node", name)
-	}
-	if labels[gke.LabelOpportunisticDisable] == "true" {
-		r[familyOpportunisticDisabled] = collector.AppendSample(nil, families[familyOpportunisticDisabled].Name, 1, "node", name)
-	}
-	return r, errs
+	r.samples = append([]byte(nil), b...) // exactly sized: the record lives as long as the node
+	return r
 }
 
-// store holds every node's rendered samples in a dense slice (a scrape walks it once per family), an index by
-// name for updates, and counts per family so a scrape skips families no node has.
+// appendTaints appends a sample of family f for each taint with key, labelled by its effect.
+func appendTaints(b []byte, node *v1.Node, key string, f int) []byte {
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == key {
+			b = collector.AppendSample(b, families[f].Name, 1, "effect", string(taint.Effect), "node", node.Name)
+		}
+	}
+	return b
+}
+
+func epochSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+}
+
+// store holds every node's record in a dense slice (a scrape walks it once per family), an index by name for
+// updates, and counts per family so a scrape skips families no node has.
 type store struct {
 	mu     sync.RWMutex
-	nodes  []*rendered
-	names  []string
+	nodes  []*record
 	index  map[string]int
 	counts [numFamilies]int
 }
@@ -114,17 +195,16 @@ func newStore() *store {
 	return &store{index: make(map[string]int)}
 }
 
-func (s *store) set(name string, r *rendered) {
+func (s *store) set(r *record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.index[name]
+	i, ok := s.index[r.name]
 	if ok {
 		s.count(s.nodes[i], -1)
 		s.nodes[i] = r
 	} else {
-		s.index[name] = len(s.nodes)
+		s.index[r.name] = len(s.nodes)
 		s.nodes = append(s.nodes, r)
-		s.names = append(s.names, name)
 	}
 	s.count(r, 1)
 }
@@ -139,19 +219,26 @@ func (s *store) delete(name string) {
 	s.count(s.nodes[i], -1)
 	// Move the last node into the gap.
 	last := len(s.nodes) - 1
-	s.nodes[i], s.names[i] = s.nodes[last], s.names[last]
-	s.index[s.names[i]] = i
-	s.nodes[last], s.names[last] = nil, ""
-	s.nodes, s.names = s.nodes[:last], s.names[:last]
+	s.nodes[i] = s.nodes[last]
+	s.index[s.nodes[i].name] = i
+	s.nodes[last] = nil
+	s.nodes = s.nodes[:last]
 	delete(s.index, name)
 }
 
-func (s *store) count(r *rendered, delta int) {
-	for f, b := range r {
-		if b != nil {
+func (s *store) count(r *record, delta int) {
+	for f := range numFamilies {
+		if r.family(f) != nil {
 			s.counts[f] += delta
 		}
 	}
+}
+
+// len is the number of nodes held.
+func (s *store) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.nodes)
 }
 
 // WriteText writes every family that has samples: a header, then each node's bytes.
@@ -166,7 +253,7 @@ func (s *store) WriteText(w io.Writer) error {
 			return err
 		}
 		for _, r := range s.nodes {
-			if b := r[f]; b != nil {
+			if b := r.family(f); b != nil {
 				if _, err := w.Write(b); err != nil {
 					return err
 				}

@@ -261,7 +261,7 @@ func (d *Driver) fire(te timedEvent, now time.Time) {
 				d.logger.Warn("node busy, maintenance event left out", "event", te.index, "node", sn.name)
 				continue
 			}
-			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule}
+			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule, announced: md}
 			sn.meta.ScheduleMaintenance(md)
 			d.logger.Info("maintenance scheduled", "node", sn.name, "pool", pool.Name, "window_start", windowStart,
 				"can_reschedule", m.CanReschedule, "story_window_start", d.clock.story(windowStart).Round(time.Minute))
@@ -358,74 +358,12 @@ func (d *Driver) syncNode(ctx context.Context, sn *simNode, now time.Time) {
 	}
 }
 
-// desiredNodeMeta is what GKE shows on a node: the scheduled maintenance time while maintenance is pending or
-// running, the maintenance state, and the taint from the start of the maintenance.
-func desiredNodeMeta(sn *simNode) (scheduled, state string, tainted bool) {
-	m := sn.maintenance
-	if m == nil {
-		return "", "", false
-	}
-	scheduled = strconv.FormatInt(m.windowStart.Unix(), 10)
-	switch m.phase {
-	case phaseWorkloadEviction, phaseSystemEviction:
-		state = maintenanceOngoing
-	case phaseHostDown:
-		state = maintenanceTerminating
-	}
-	return scheduled, state, state != ""
-}
-
-func nodeMetaDiffers(n *corev1.Node, sn *simNode) bool {
-	scheduled, state, tainted := desiredNodeMeta(sn)
-	return n.Labels[LabelScheduledMaintenance] != scheduled || n.Labels[LabelActiveMaintenance] != state ||
-		hasTerminationTaint(n) != tainted || (sn.clearPerformMaintenance && n.Labels[LabelPerformMaintenance] != "")
-}
-
-// applyNodeMeta changes n to the desired labels and taint and tells whether anything changed.
-func applyNodeMeta(n *corev1.Node, sn *simNode) bool {
-	if !nodeMetaDiffers(n, sn) {
-		return false
-	}
-	scheduled, state, tainted := desiredNodeMeta(sn)
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	setLabel(n.Labels, LabelScheduledMaintenance, scheduled)
-	setLabel(n.Labels, LabelActiveMaintenance, state)
-	if sn.clearPerformMaintenance {
-		delete(n.Labels, LabelPerformMaintenance)
-	}
-	if tainted && !hasTerminationTaint(n) {
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule,
-			TimeAdded: ptrTo(metav1.Now())})
-	}
-	if !tainted {
-		var kept []corev1.Taint
-		for _, t := range n.Spec.Taints {
-			if t.Key != TaintImpendingTermination {
-				kept = append(kept, t)
-			}
-		}
-		n.Spec.Taints = kept
-	}
-	return true
-}
-
 func setLabel(l map[string]string, key, value string) {
 	if value == "" {
 		delete(l, key)
 	} else {
 		l[key] = value
 	}
-}
-
-func hasTerminationTaint(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == TaintImpendingTermination {
-			return true
-		}
-	}
-	return false
 }
 
 // evict deletes the pods GKE stops in the node's current phase: workload pods first, then system pods too, and

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"time"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
 )
 
 // phase is a step of host maintenance on one node.
@@ -30,6 +32,10 @@ type maintenance struct {
 	until         time.Time // end of a timed phase
 	windowStart   time.Time
 	canReschedule bool
+	// announced is the maintenance as announced (metadata server and node annotation).
+	announced metadata.Maintenance
+	// requested: started by perform-maintenance rather than by its window.
+	requested bool
 	// refusedLogged notes that a perform-maintenance request GKE cannot honour was logged.
 	refusedLogged bool
 }
@@ -79,6 +85,7 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 		for _, peer := range d.slice(sn) {
 			if pm := peer.maintenance; pm != nil && pm.phase == phaseScheduled {
 				pm.phase, pm.until = phaseStarting, now.Add(time.Duration(g.MaintenanceStartDelay))
+				pm.requested = reason == "perform-maintenance requested"
 				d.logger.Info("maintenance starting", "node", peer.name, "reason", reason, "trigger", sn.name)
 			}
 		}
@@ -112,7 +119,7 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 		sn.clearPerformMaintenance = true
 		sn.maintained++
 		sn.meta.FinishMaintenance()
-		d.logger.Info("maintenance done: node Ready, labels and taint cleared", "node", sn.name)
+		d.logger.Info("maintenance done: node Ready, labels, annotation and taints cleared", "node", sn.name)
 	}
 }
 

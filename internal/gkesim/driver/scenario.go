@@ -91,8 +91,34 @@ type TPU struct {
 	ChipsPerNode int    `yaml:"chipsPerNode"`
 }
 
-// MultiHostTPU tells whether the pool is a multi-host TPU slice.
-func (p *NodePool) MultiHostTPU() bool { return p.TPU != nil && p.Nodes > 1 }
+// MultiHostTPU tells whether the pool is a multi-host TPU slice: its topology spans more than one VM.
+func (p *NodePool) MultiHostTPU() bool { return p.SliceHosts() > 1 }
+
+// SliceHosts is the number of VMs in one TPU slice of the pool: the topology's chips over the chips per node; 0
+// for pools without a TPU or with a topology that is not whole VMs.
+func (p *NodePool) SliceHosts() int {
+	if p.TPU == nil || p.TPU.ChipsPerNode <= 0 {
+		return 0
+	}
+	chips, ok := topologyChips(p.TPU.Topology)
+	if !ok || chips%p.TPU.ChipsPerNode != 0 {
+		return 0
+	}
+	return chips / p.TPU.ChipsPerNode
+}
+
+// topologyChips is the product of a TPU topology's dimensions, "2x2x4" → 16.
+func topologyChips(topology string) (int, bool) {
+	chips := 1
+	for _, dim := range strings.Split(topology, "x") {
+		n, err := strconv.Atoi(dim)
+		if err != nil || n < 1 || n > 64 {
+			return 0, false
+		}
+		chips *= n
+	}
+	return chips, true
+}
 
 // Workload kinds.
 const (
@@ -315,6 +341,19 @@ func (sc *Scenario) validate() error {
 		}
 		if p.TPU != nil && (p.TPU.Accelerator == "" || p.TPU.Topology == "") {
 			fail(key+".tpu", "accelerator and topology are required")
+		}
+		// As GKE builds TPU pools: the machine type names the chips per VM, the topology is whole VMs, and a
+		// multi-host slice pool has exactly the slice's VMs.
+		if p.TPU != nil && p.TPU.Topology != "" {
+			hosts := p.SliceHosts()
+			switch {
+			case !strings.HasSuffix(p.MachineType, "-"+strconv.Itoa(p.TPU.ChipsPerNode)+"t"):
+				fail(key+".machineType", "%q does not end in -%dt, the chips per node", p.MachineType, p.TPU.ChipsPerNode)
+			case hosts == 0:
+				fail(key+".tpu.topology", "%q is not a whole number of %d-chip VMs", p.TPU.Topology, p.TPU.ChipsPerNode)
+			case hosts > 1 && p.Nodes != hosts:
+				fail(key+".nodes", "%d, but a %s slice of %d-chip VMs has %d", p.Nodes, p.TPU.Topology, p.TPU.ChipsPerNode, hosts)
+			}
 		}
 	}
 	if len(pools) == 0 {

@@ -31,11 +31,33 @@ events:
 	if !sc.NodePools[1].MultiHostTPU() || sc.NodePools[0].MultiHostTPU() {
 		t.Error("only the two-node TPU pool is a multi-host slice")
 	}
+	if got := sc.NodePools[1].SliceHosts(); got != 2 {
+		t.Errorf("2x2x2 slice of 4-chip VMs has %d hosts, want 2", got)
+	}
 	if w := sc.Workloads[0]; w.Namespace != "default" || w.TerminationGracePeriod != Duration(30*time.Second) {
 		t.Errorf("workload: %+v", w)
 	}
 	if m := sc.Events[0].Maintenance; m.Type != "SCHEDULED" || m.WindowLength != Duration(time.Hour) {
 		t.Errorf("maintenance: %+v", m)
+	}
+}
+
+// TestSingleHostTPUPoolIsNoSlice: a pool of several single-host TPU VMs is maintained node by node.
+func TestSingleHostTPUPoolIsNoSlice(t *testing.T) {
+	sc, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: v5e, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 2x2, chipsPerNode: 4}, nodes: 3}
+  - {name: v5e-slice, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 4x4, chipsPerNode: 4}, nodes: 4}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := sc.NodePools[0]; p.MultiHostTPU() || p.SliceHosts() != 1 {
+		t.Errorf("three 2x2 v5e nodes: multi-host %v, %d hosts; want single-host", p.MultiHostTPU(), p.SliceHosts())
+	}
+	if p := sc.NodePools[1]; !p.MultiHostTPU() || p.SliceHosts() != 4 {
+		t.Errorf("4x4 v5e slice: multi-host %v, %d hosts; want 4", p.MultiHostTPU(), p.SliceHosts())
 	}
 }
 
@@ -54,6 +76,12 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"no nodes":         {base + "  - {name: none, machineType: m}\n", "nodePools[3].nodes: 0 is not from 1 to 1000"},
 		"gpu and tpu": {base + "  - {name: x, machineType: m, nodes: 1, accelerator: a, tpu: {accelerator: t, topology: 1x1}}\n",
 			"either a GPU accelerator or a TPU"},
+		"tpu chips per node": {base + "  - {name: v5e, machineType: ct5lp-hightpu-8t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 2x4}, nodes: 1}\n",
+			`nodePools[3].machineType: "ct5lp-hightpu-8t" does not end in -4t`},
+		"tpu topology": {base + "  - {name: v5e, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 2x3}, nodes: 1}\n",
+			`nodePools[3].tpu.topology: "2x3" is not a whole number of 4-chip VMs`},
+		"slice hosts": {base + "  - {name: v5e, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 4x4}, nodes: 2}\n",
+			"nodePools[3].nodes: 2, but a 4x4 slice of 4-chip VMs has 4"},
 		"unknown kind":      {base + "workloads: [{name: w, kind: StatefulSet, nodePools: [gpu]}]\n", `workloads[0].kind: "StatefulSet"`},
 		"no replicas":       {base + "workloads: [{name: w, kind: Deployment, nodePools: [gpu]}]\n", "workloads[0].replicas"},
 		"job replicas":      {base + "workloads: [{name: w, kind: Job, replicas: 2, nodePools: [gpu]}]\n", "only a Deployment has replicas"},
