@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
 	v1 "k8s.io/api/core/v1"
@@ -104,6 +105,17 @@ func TestRender(t *testing.T) {
 		{
 			name: "perform-maintenance false is no request",
 			node: node("n1", map[string]string{gke.LabelPerformMaintenance: "false"}),
+		},
+		{
+			name: "opportunistic maintenance started by the actions service, until it is done",
+			node: withAnnotations(node("n1", nil), map[string]string{nodestate.AnnotationAction: "opportunistic-maintenance",
+				nodestate.AnnotationState: "maintenance-requested"}),
+			want: "gke_node_opportunistic_maintenance_triggered{node=\"n1\"} 1\n",
+		},
+		{
+			name: "opportunistic maintenance of the actions service done",
+			node: withAnnotations(node("n1", nil), map[string]string{nodestate.AnnotationAction: "opportunistic-maintenance",
+				nodestate.AnnotationState: "done"}),
 		},
 		{
 			name: "opportunistic maintenance disabled",
@@ -280,4 +292,9 @@ func TestStoreSetAndDelete(t *testing.T) {
 			t.Errorf("index of %s points at %s", name, s.nodes[i].name)
 		}
 	}
+}
+
+func withAnnotations(n *v1.Node, annotations map[string]string) *v1.Node {
+	n.Annotations = annotations
+	return n
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
@@ -143,7 +144,7 @@ func render(node *v1.Node) *record {
 		b = collector.AppendSample(b, families[familyUnschedulable].Name, 1, "node", name)
 	}
 	end(familyUnschedulable)
-	if gke.OpportunisticTriggered(node.Annotations) {
+	if gke.OpportunisticTriggered(node.Annotations) || opportunisticByActions(node) {
 		b = collector.AppendSample(b, families[familyOpportunisticTriggered].Name, 1, "node", name)
 	}
 	end(familyOpportunisticTriggered)
@@ -261,4 +262,11 @@ func (s *store) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// opportunisticByActions reports opportunistic maintenance that this project's actions service started and has not
+// finished (its annotations, see actions/README.md), so the series covers pools GKE's own feature does not.
+func opportunisticByActions(node *v1.Node) bool {
+	r := nodestate.Read(node)
+	return r.Action == nodestate.OpportunisticMaintenance && r.Active()
 }
