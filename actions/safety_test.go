@@ -56,6 +56,25 @@ func (c *cluster) untouched(before *corev1.Node, why string) {
 	}
 }
 
+// startSlowDrain starts a drain that stays in progress: the node's pod is being evicted, and the kubelet holds it
+// until the test ends.
+func startSlowDrain(t *testing.T, api *testenv.APIServer, kl *kubelet, prefix string) (c *cluster, r *replica, node, pool string) {
+	t.Helper()
+	c = newCluster(t, api)
+	pool = unique(prefix)
+	ns := api.Namespace(prefix)
+	node = unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
+	c.pod(ns, "slow", node, grace(30))
+	kl.setPaused(true)
+	t.Cleanup(func() { kl.setPaused(false) })
+	r = startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 1m", 1), replicaOpts{})
+	r.waitLeading()
+	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	waitTerminating(t, api, ns, "slow")
+	return c, r, node, pool
+}
+
 // settle gives wrongly started work the time to show; no check depends on how fast the service is.
 func settle() { time.Sleep(1500 * time.Millisecond) }
 
@@ -163,18 +182,7 @@ func testMovedAfterDrain(t *testing.T, api *testenv.APIServer) {
 }
 
 func testMovedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
-	c := newCluster(t, api)
-	pool := unique("movedduring")
-	ns := api.Namespace("movedduring")
-	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
-	c.pod(ns, "slow", node, grace(30))
-	kl.setPaused(true)
-	defer kl.setPaused(false)
-	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 1m", 1), replicaOpts{})
-	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
-	waitTerminating(t, api, ns, "slow")
+	c, r, node, _ := startSlowDrain(t, api, kl, "movedduring")
 	c.moveMaintenance(node, "1760000000")
 	n := c.waitNode(node, "drain abandoned, cordon lifted", func(n *corev1.Node) error {
 		if err := inState(nodestate.Done)(n); err != nil {
@@ -337,17 +345,7 @@ func testGroupClaimedHalfWay(t *testing.T, api *testenv.APIServer) {
 }
 
 func testNodeRecreatedMidDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
-	c := newCluster(t, api)
-	pool := unique("recreate")
-	ns := api.Namespace("recreate")
-	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
-	c.pod(ns, "slow", node, grace(30))
-	kl.setPaused(true)
-	defer kl.setPaused(false)
-	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 1m", 1), replicaOpts{})
-	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	c, r, node, pool := startSlowDrain(t, api, kl, "recreate")
 	c.waitNode(node, "draining", inState(nodestate.Draining))
 	r.waitMetric("draining", "gke_disruption_actions_in_progress", map[string]string{"action": "drain"}, 1)
 

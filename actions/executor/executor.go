@@ -158,13 +158,7 @@ func (e *Executor) dryRun() bool { return e.opts.DryRun || e.config().DryRun }
 // new policy.
 func (e *Executor) SetConfig(cfg *config.Config) {
 	e.cfg.Store(cfg)
-	e.mu.Lock()
-	names := make([]string, 0, len(e.alerts))
-	for name := range e.alerts {
-		names = append(names, name)
-	}
-	e.mu.Unlock()
-	e.enqueue(names...)
+	e.enqueueAlerts()
 }
 
 // Run watches nodes until ctx ends.
