@@ -157,7 +157,14 @@ func parseFindings(r io.Reader) ([]CheckResult, error) {
 				}
 			}
 			f.Pods = int(m.GetGauge().GetValue())
-			byCheck[check] = append(byCheck[check], f)
+			found := byCheck[check]
+			if found == nil {
+				found = []WorkloadFinding{}
+			}
+			if f.Workload != "" { // a cluster check lists no workloads
+				found = append(found, f)
+			}
+			byCheck[check] = found
 		}
 	}
 	var out []CheckResult
@@ -204,8 +211,8 @@ func RenderAudit(w io.Writer, results []CheckResult, output string) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s %s\n  %s\n  Fix: %s\n", severityTag(r.Severity), r.Check, r.Summary, r.Fix)
-		if r.Workloads[0].Workload == "" {
-			continue // a cluster check: no workloads to list
+		if len(r.Workloads) == 0 {
+			continue // a cluster check
 		}
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAMESPACE\tKIND\tWORKLOAD\tPODS")
