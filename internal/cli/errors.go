@@ -43,7 +43,11 @@ func apiError(what string, err error) error {
 	default:
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
-			msg = fmt.Sprintf("cannot reach the API server at %s %s: %v", uerr.URL, what, uerr.Err)
+			server := uerr.URL
+			if u, err := url.Parse(uerr.URL); err == nil {
+				server = u.Scheme + "://" + u.Host
+			}
+			msg = fmt.Sprintf("cannot reach the API server %s (%s): %v", server, what, uerr.Err)
 		} else {
 			msg = fmt.Sprintf("%s: %v", what, err)
 		}
