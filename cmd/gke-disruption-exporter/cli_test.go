@@ -134,11 +134,17 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 				continue // status needs only nodes: checked below
 			}
 			t.Run(tc.name+"/"+command, func(t *testing.T) {
-				code, stdout, stderr := runMain(t, append([]string{command}, tc.args...)...)
-				if code != 2 || stdout != "" {
-					t.Errorf("exit %d, stdout %q; want 2 and nothing", code, stdout)
+				variants := [][]string{nil}
+				if command == "status" {
+					variants = append(variants, []string{"--watch"})
 				}
-				oneLine(t, stderr, command, tc.want)
+				for _, extra := range variants {
+					code, stdout, stderr := runMain(t, append(append([]string{command}, tc.args...), extra...)...)
+					if code != 2 || stdout != "" {
+						t.Errorf("%v: exit %d, stdout %q; want 2 and nothing", extra, code, stdout)
+					}
+					oneLine(t, stderr, command, tc.want)
+				}
 			})
 		}
 	}

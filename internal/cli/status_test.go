@@ -149,8 +149,9 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestWatchRedraws drives --watch against a real API server: a node gaining maintenance, then GKE starting it,
-// then the node deleted, each redraw the table; a change that alters nothing shown draws nothing.
+// TestWatchRedraws drives --watch against a real API server: a node gaining maintenance, the API server
+// restarting, GKE starting the maintenance, then the node deleted, each redraw the table; a change that alters
+// nothing shown draws nothing.
 func TestWatchRedraws(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -192,6 +193,9 @@ func TestWatchRedraws(t *testing.T) {
 	}
 	patch(`{"metadata":{"labels":{"` + gke.LabelScheduledMaintenanceTime + `":"` + epoch(2*time.Hour) + `"}}}`)
 	waitFrames(3, "(in 2h00m)")
+
+	// The API server restarting under the watch: the informer reconnects and later changes still redraw.
+	api.Restart()
 
 	// An annotation nobody shows: no redraw. The next change's frame must be the fourth.
 	patch(`{"metadata":{"annotations":{"example.com/unrelated":"x"}}}`)
