@@ -73,6 +73,9 @@ type NodeStatus struct {
 	ActionState   string   `json:"actionState,omitempty"`
 	ActionReason  string   `json:"actionReason,omitempty"`
 	TPUSliceHosts int      `json:"tpuSliceHosts,omitempty"`
+
+	// For the pool header.
+	inMaintenance, cordoned, actionActive bool
 }
 
 // Interesting reports a node with anything pending or in progress.
@@ -91,9 +94,10 @@ func StatusOf(node *corev1.Node) NodeStatus {
 		start := m.Start()
 		s.MaintenanceStart, s.MaintenanceKey, s.CanReschedule = &start, m.Key(), m.CanReschedule
 	}
+	s.inMaintenance = nodestate.InMaintenance(node)
 	if st := gke.MaintenanceState(node.Labels); st != "" {
 		s.GKEState = append(s.GKEState, "active-node-maintenance="+st)
-	} else if nodestate.InMaintenance(node) {
+	} else if s.inMaintenance {
 		s.GKEState = append(s.GKEState, "in-maintenance")
 	}
 	for _, t := range node.Spec.Taints {
@@ -106,10 +110,15 @@ func StatusOf(node *corev1.Node) NodeStatus {
 		s.GKEState = append(s.GKEState, "perform-maintenance-requested")
 	}
 	if node.Spec.Unschedulable {
+		s.cordoned = true
 		s.GKEState = append(s.GKEState, "cordoned")
 	}
-	r := nodestate.Read(node)
-	s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
+	// Only nodes the actions service has worked on carry its state; reading the others would parse nothing.
+	if _, ok := node.Annotations[nodestate.AnnotationState]; ok {
+		r := nodestate.Read(node)
+		s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
+		s.actionActive = r.Active()
+	}
 	if hosts, ok := gke.TPUSliceHosts(node.Labels); ok {
 		s.TPUSliceHosts = hosts
 	}
@@ -118,9 +127,21 @@ func StatusOf(node *corev1.Node) NodeStatus {
 
 // Statuses are the rows for nodes, sorted by maintenance start (none last), then name.
 func Statuses(nodes []*corev1.Node, all bool) []NodeStatus {
-	rows := make([]NodeStatus, 0, len(nodes))
-	for _, n := range nodes {
-		if s := StatusOf(n); all || s.Interesting() {
+	return rowsOf(statusesOf(nodes), all)
+}
+
+func statusesOf(nodes []*corev1.Node) []NodeStatus {
+	out := make([]NodeStatus, len(nodes))
+	for i, n := range nodes {
+		out[i] = StatusOf(n)
+	}
+	return out
+}
+
+func rowsOf(statuses []NodeStatus, all bool) []NodeStatus {
+	rows := make([]NodeStatus, 0, len(statuses))
+	for _, s := range statuses {
+		if all || s.Interesting() {
 			rows = append(rows, s)
 		}
 	}
@@ -145,7 +166,8 @@ type poolCounts struct {
 
 // Render writes the status of nodes in the chosen format.
 func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
-	rows := Statuses(nodes, opts.All)
+	statuses := statusesOf(nodes)
+	rows := rowsOf(statuses, opts.All)
 	if opts.Output == OutputJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -154,7 +176,7 @@ func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
 	now := opts.Now()
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tNODES\tSCHEDULED\tIN-MAINTENANCE\tCORDONED\tACTIONS")
-	for _, p := range countPools(nodes) {
+	for _, p := range countPools(statuses) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", orDash(p.pool), p.nodes, p.scheduled, p.inMaintenance, p.cordoned, p.own)
 	}
 	fmt.Fprintln(tw)
@@ -187,10 +209,9 @@ func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
 	return tw.Flush()
 }
 
-func countPools(nodes []*corev1.Node) []poolCounts {
+func countPools(statuses []NodeStatus) []poolCounts {
 	byPool := map[string]*poolCounts{}
-	for _, n := range nodes {
-		s := StatusOf(n)
+	for _, s := range statuses {
 		p, ok := byPool[s.Pool]
 		if !ok {
 			p = &poolCounts{pool: s.Pool}
@@ -200,13 +221,13 @@ func countPools(nodes []*corev1.Node) []poolCounts {
 		if s.MaintenanceStart != nil {
 			p.scheduled++
 		}
-		if nodestate.InMaintenance(n) {
+		if s.inMaintenance {
 			p.inMaintenance++
 		}
-		if n.Spec.Unschedulable {
+		if s.cordoned {
 			p.cordoned++
 		}
-		if nodestate.Read(n).Active() {
+		if s.actionActive {
 			p.own++
 		}
 	}

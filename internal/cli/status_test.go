@@ -210,3 +210,18 @@ func TestWatchRedraws(t *testing.T) {
 		t.Errorf("%d frames, want 5", n)
 	}
 }
+
+// TestStatusOfMalformed: a garbage label or annotation announces no maintenance (as in the collectors and the
+// actions service) and hides nothing else about the node.
+func TestStatusOfMalformed(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gke-l4-9",
+		Labels:      map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: "soon"},
+		Annotations: map[string]string{gke.AnnotationUpcomingMaintenance: "{not json"}}}
+	if s := StatusOf(n); s.Interesting() || s.MaintenanceStart != nil {
+		t.Errorf("malformed signals: %+v, want nothing pending", s)
+	}
+	n.Spec.Unschedulable = true
+	if s := StatusOf(n); !s.Interesting() || len(s.GKEState) != 1 || s.GKEState[0] != "cordoned" {
+		t.Errorf("cordoned node with malformed signals: %+v", s)
+	}
+}
