@@ -22,6 +22,7 @@ func auditCommand(app *kingpin.Application) runFunc {
 		Enum(cli.OutputTable, cli.OutputJSON)
 	failOn := cmd.Flag("fail-on", "Exit 1 when a finding has this severity or a higher one: warning or error.").
 		Default(string(readiness.Warning)).Enum(string(readiness.Warning), string(readiness.Error))
+	namespace := cmd.Flag("namespace", "Only the workloads of this namespace (the cluster's own checks always count).").Short('n').String()
 	readinessFlags := workloads.AddFlags(cmd)
 
 	return func(ctx context.Context, logger *slog.Logger) error {
@@ -34,7 +35,7 @@ func auditCommand(app *kingpin.Application) runFunc {
 			return cliExit(err)
 		}
 		return cliExit(cli.Audit(ctx, logger, client, meta, os.Stdout, cli.AuditOptions{
-			FailOn: readiness.Severity(*failOn), Output: *output, Config: readinessFlags.Config(),
+			FailOn: readiness.Severity(*failOn), Output: *output, Namespace: *namespace, Config: readinessFlags.Config(),
 		}))
 	}
 }

@@ -29,7 +29,9 @@ import (
 type AuditOptions struct {
 	FailOn readiness.Severity
 	Output string // table or json
-	Config readiness.Config
+	// Namespace, when set, keeps only the workloads of that namespace (cluster checks always count).
+	Namespace string
+	Config    readiness.Config
 	// SyncTimeout bounds the initial read of nodes, pods, owners, PodDisruptionBudgets and the ConfigMap.
 	SyncTimeout time.Duration
 }
@@ -92,6 +94,9 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 	results, err := parseFindings(&text)
 	if err != nil {
 		return err
+	}
+	if opts.Namespace != "" {
+		results = inNamespace(results, opts.Namespace)
 	}
 	if err := RenderAudit(w, results, opts.Output); err != nil {
 		return err
@@ -190,6 +195,25 @@ func parseFindings(r io.Reader) ([]CheckResult, error) {
 		return nil, errors.New("the workloads collector reported a check this command does not know")
 	}
 	return out, nil
+}
+
+// inNamespace keeps the workloads of namespace, and the checks still failed by one of them or by the cluster.
+func inNamespace(results []CheckResult, namespace string) []CheckResult {
+	var out []CheckResult
+	for _, r := range results {
+		cluster := len(r.Workloads) == 0
+		kept := []WorkloadFinding{}
+		for _, f := range r.Workloads {
+			if f.Namespace == namespace {
+				kept = append(kept, f)
+			}
+		}
+		if cluster || len(kept) > 0 {
+			r.Workloads = kept
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // RenderAudit writes results as a table (grouped by check, with the fix) or as a JSON list.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,13 +26,18 @@ var readinessConfig = readiness.Config{MinGracePeriod: 30 * time.Second, SpotNot
 
 func runAudit(t *testing.T, api *testenv.APIServer, failOn readiness.Severity, output string) (string, error) {
 	t.Helper()
+	return runAuditIn(t, api, failOn, output, "")
+}
+
+func runAuditIn(t *testing.T, api *testenv.APIServer, failOn readiness.Severity, output, namespace string) (string, error) {
+	t.Helper()
 	meta, err := metadata.NewForConfig(api.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	err = Audit(context.Background(), promslog.NewNopLogger(), api.Client, meta, &out,
-		AuditOptions{FailOn: failOn, Output: output, Config: readinessConfig, SyncTimeout: 30 * time.Second})
+		AuditOptions{FailOn: failOn, Output: output, Namespace: namespace, Config: readinessConfig, SyncTimeout: 30 * time.Second})
 	return out.String(), err
 }
 
@@ -58,6 +65,9 @@ func TestAuditExitCodes(t *testing.T) {
 		t.Fatalf("clean cluster: exit %d (%v)", code, err)
 	}
 	golden(t, "audit-clean.table", []byte(out))
+	if out, _ := runAudit(t, api, readiness.Warning, OutputJSON); out != "[]\n" {
+		t.Errorf("clean cluster as JSON: %q, want an empty list", out)
+	}
 
 	// A GPU node on an old GKE version, graceful termination on, a pod with short grace: warnings only.
 	if _, err := core.ConfigMaps(gke.NamespaceDisruptionHandling).Create(ctx, &corev1.ConfigMap{
@@ -129,4 +139,23 @@ func TestAuditExitCodes(t *testing.T) {
 	golden(t, "audit-errors.table", []byte(out))
 	out, _ = runAudit(t, api, readiness.Error, OutputJSON)
 	golden(t, "audit-errors.json", []byte(out))
+
+	// --namespace: another namespace's view keeps the cluster's own check only, and still fails on it.
+	out, err = runAuditIn(t, api, readiness.Error, OutputTable, "training")
+	if exitCode(err) != ExitFindings {
+		t.Fatalf("other namespace with a cluster error: %v, want exit 1", err)
+	}
+	golden(t, "audit-other-namespace.table", []byte(out))
+	if out, _ := runAuditIn(t, api, readiness.Error, OutputTable, ns); out != string(mustRead(t, "audit-errors.table")) {
+		t.Errorf("the findings' own namespace shows less than the whole cluster:\n%s", out)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
