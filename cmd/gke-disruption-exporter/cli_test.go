@@ -117,6 +117,11 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 		t.Errorf("audit as admin: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
+	// A usage error is exit 2 too, never audit's 1.
+	if code, _, stderr := runMain(t, "audit", "--fail-on=bogus"); code != 2 || !strings.Contains(stderr, "bogus") {
+		t.Errorf("audit --fail-on=bogus: exit %d, stderr %q; want 2 naming the value", code, stderr)
+	}
+
 	for _, tc := range []struct {
 		name, want string
 		args       []string

@@ -39,7 +39,12 @@ func main() {
 		"audit":   auditCommand(app),
 	}
 
-	selected := kingpin.MustParse(app.Parse(os.Args[1:]))
+	selected, err := app.Parse(os.Args[1:])
+	if err != nil {
+		// Usage errors exit 2, so that audit's 1 always means findings.
+		fmt.Fprintf(os.Stderr, "%s: error: %v, try --help\n", name, err)
+		os.Exit(2)
+	}
 	logger := promslog.New(logConfig)
 	// Terminal commands print their results, not a log; their failures are one line and an exit code.
 	terminal := selected == "status" || selected == "audit"

@@ -290,8 +290,8 @@ func Status(ctx context.Context, client kubernetes.Interface, w io.Writer, opts 
 // clearScreen moves the cursor home and clears a terminal before a redraw.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// Watch writes the status, then again whenever a node change alters it, until ctx ends. Nodes come from an
-// informer (a watch, not polling). On a terminal each redraw clears the screen first.
+// Watch writes the status, then again whenever a node change (or a minute passing) alters it, until ctx ends.
+// Nodes come from an informer (a watch, not polling). On a terminal each redraw clears the screen first.
 func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, terminal bool, opts StatusOptions) error {
 	sel, err := opts.selector()
 	if err != nil {
@@ -350,14 +350,19 @@ func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, termin
 	if err := redraw(); err != nil {
 		return err
 	}
+	// Relative times ("in 3h12m") age without any node changing: re-render from the cache every minute; a frame
+	// that comes out the same is not drawn.
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
-			if err := redraw(); err != nil {
-				return err
-			}
+		case <-tick.C:
+		}
+		if err := redraw(); err != nil {
+			return err
 		}
 	}
 }
