@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
 )
 
 const name = "gke-disruption-exporter"
@@ -32,15 +35,31 @@ func main() {
 		"cluster": clusterCommand(app),
 		"node":    nodeCommand(app),
 		"actions": actionsCommand(app),
+		"status":  statusCommand(app),
+		"audit":   auditCommand(app),
 	}
 
-	selected := kingpin.MustParse(app.Parse(os.Args[1:]))
+	selected, err := app.Parse(os.Args[1:])
+	if err != nil {
+		// Usage errors exit 2, so that audit's 1 always means findings.
+		fmt.Fprintf(os.Stderr, "%s: error: %v, try --help\n", name, err)
+		os.Exit(2)
+	}
 	logger := promslog.New(logConfig)
-	logger.Info("starting "+name, "command", selected, "version", version.Info(), "build_context", version.BuildContext())
+	// Terminal commands print their results, not a log; their failures are one line and an exit code.
+	terminal := selected == "status" || selected == "audit"
+	if !terminal {
+		logger.Info("starting "+name, "command", selected, "version", version.Info(), "build_context", version.BuildContext())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := commands[selected](ctx, logger); err != nil {
+		var exit *cli.ExitError
+		if errors.As(err, &exit) {
+			fmt.Fprintln(os.Stderr, name+" "+selected+": "+err.Error())
+			os.Exit(exit.Code)
+		}
 		logger.Error("exiting", "command", selected, "err", err)
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

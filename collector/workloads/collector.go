@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,16 @@ var ownerResources = map[string]schema.GroupVersionResource{
 	"ReplicaSet":  {Group: "apps", Version: "v1", Resource: "replicasets"},
 	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
 	"Job":         {Group: "batch", Version: "v1", Resource: "jobs"},
+}
+
+// OwnerResources are the owner resources the collector lists (as metadata), for callers that check access first.
+func OwnerResources() []schema.GroupVersionResource {
+	out := make([]schema.GroupVersionResource, 0, len(ownerResources))
+	for _, gvr := range ownerResources {
+		out = append(out, gvr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
 // podFieldSelector leaves out pods not bound to a node and finished ones: the API server does not send them.

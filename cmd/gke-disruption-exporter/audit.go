@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/alecthomas/kingpin/v2"
+	k8smetadata "k8s.io/client-go/metadata"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
+)
+
+// auditCommand prints the readiness findings and fails a pipeline on those at or above --fail-on.
+func auditCommand(app *kingpin.Application) runFunc {
+	cmd := app.Command("audit", "Print the readiness findings of workloads on GPU/TPU/Spot nodes; exit 1 when one is at or above --fail-on.")
+	kubeconfig := kubeconfigFlag(cmd)
+	kubeContext := cmd.Flag("context", "The kubeconfig context to use.").String()
+	output := cmd.Flag("output", "Output format: table or json.").Short('o').Default(cli.OutputTable).
+		Enum(cli.OutputTable, cli.OutputJSON)
+	failOn := cmd.Flag("fail-on", "Exit 1 when a finding has this severity or a higher one: warning or error.").
+		Default(string(readiness.Warning)).Enum(string(readiness.Warning), string(readiness.Error))
+	namespace := cmd.Flag("namespace", "Only the workloads of this namespace (the cluster's own checks always count).").Short('n').String()
+	readinessFlags := workloads.AddFlags(cmd)
+
+	return func(ctx context.Context, logger *slog.Logger) error {
+		cfg, client, err := cliClient(*kubeconfig, *kubeContext)
+		if err != nil {
+			return err
+		}
+		meta, err := k8smetadata.NewForConfig(cfg)
+		if err != nil {
+			return cliExit(err)
+		}
+		return cliExit(cli.Audit(ctx, logger, client, meta, os.Stdout, cli.AuditOptions{
+			FailOn: readiness.Severity(*failOn), Output: *output, Namespace: *namespace, Config: readinessFlags.Config(),
+		}))
+	}
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"golang.org/x/term"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
+)
+
+// statusCommand prints the fleet's maintenance table from the API server.
+func statusCommand(app *kingpin.Application) runFunc {
+	cmd := app.Command("status", "Print the nodes with maintenance pending or in progress, from the API server.")
+	kubeconfig := kubeconfigFlag(cmd)
+	kubeContext := cmd.Flag("context", "The kubeconfig context to use.").String()
+	output := cmd.Flag("output", "Output format: table, wide or json.").Short('o').Default(cli.OutputTable).
+		Enum(cli.OutputTable, cli.OutputWide, cli.OutputJSON)
+	selector := cmd.Flag("selector", "Label selector over nodes (kubectl's -l).").Short('l').String()
+	pool := cmd.Flag("pool", "Only the nodes of this node pool.").String()
+	all := cmd.Flag("all", "Every node, not only those with something pending or in progress.").Bool()
+	watch := cmd.Flag("watch", "Redraw whenever a node changes.").Short('w').Bool()
+
+	return func(ctx context.Context, _ *slog.Logger) error {
+		_, client, err := cliClient(*kubeconfig, *kubeContext)
+		if err != nil {
+			return err
+		}
+		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Output: *output, Now: time.Now}
+		if *watch {
+			return cliExit(cli.Watch(ctx, client, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())), opts))
+		}
+		return cliExit(cli.Status(ctx, client, os.Stdout, opts))
+	}
+}
+
+// cliClient is the status and audit commands' client: kubectl's --kubeconfig and --context, a bounded request time.
+func cliClient(kubeconfig, kubeContext string) (*rest.Config, *kubernetes.Clientset, error) {
+	cfg, err := cli.ClientConfig(kubeconfig, kubeContext)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg = userAgent(cfg)
+	cfg.Timeout = 30 * time.Second
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, &cli.ExitError{Code: cli.ExitAPI, Err: err}
+	}
+	return cfg, client, nil
+}
+
+// cliExit gives every failure of a terminal command an exit code: 1 belongs to audit's findings, so other errors
+// exit 2.
+func cliExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*cli.ExitError); ok {
+		return err
+	}
+	return &cli.ExitError{Code: cli.ExitAPI, Err: err}
+}

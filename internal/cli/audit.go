@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
+)
+
+// AuditOptions are the audit command's flags.
+type AuditOptions struct {
+	FailOn readiness.Severity
+	Output string // table or json
+	// Namespace, when set, keeps only the workloads of that namespace (cluster checks always count).
+	Namespace string
+	Config    readiness.Config
+	// SyncTimeout bounds the initial read of nodes, pods, owners, PodDisruptionBudgets and the ConfigMap.
+	SyncTimeout time.Duration
+}
+
+// WorkloadFinding is one workload failing a check, with the number of its pods that fail it (1 for cluster checks).
+type WorkloadFinding struct {
+	Namespace string `json:"namespace,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Workload  string `json:"workload,omitempty"`
+	Pods      int    `json:"pods"`
+}
+
+// CheckResult is one failing check and what fails it; its JSON field names are stable.
+type CheckResult struct {
+	Check     string             `json:"check"`
+	Severity  readiness.Severity `json:"severity"`
+	Summary   string             `json:"summary"`
+	Fix       string             `json:"fix"`
+	Workloads []WorkloadFinding  `json:"workloads"`
+}
+
+// severityRank orders severities for --fail-on.
+func severityRank(s readiness.Severity) int {
+	switch s {
+	case readiness.Warning:
+		return 1
+	case readiness.Error:
+		return 2
+	}
+	return 0
+}
+
+// Audit reads the cluster through the workloads collector (the same code that serves gke_readiness_findings),
+// writes its findings grouped by check, and returns an ExitError with ExitFindings when one is at or above FailOn.
+func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, meta metadata.Interface, w io.Writer, opts AuditOptions) error {
+	if err := preflight(ctx, client, meta); err != nil {
+		return err
+	}
+	col, err := workloads.New(logger, client, meta, opts.Config)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { col.Run(runCtx); close(done) }()
+	defer func() { cancel(); <-done }()
+	timeout := opts.SyncTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return col.HasSynced(), nil }); err != nil {
+		return &ExitError{Code: ExitAPI, Err: fmt.Errorf("reading the cluster: nodes, pods, owners and PodDisruptionBudgets not read within %s", timeout)}
+	}
+	var text bytes.Buffer
+	if err := col.WriteText(&text); err != nil {
+		return err
+	}
+	results, err := parseFindings(&text)
+	if err != nil {
+		return err
+	}
+	if opts.Namespace != "" {
+		results = inNamespace(results, opts.Namespace)
+	}
+	if err := RenderAudit(w, results, opts.Output); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if severityRank(r.Severity) >= severityRank(opts.FailOn) {
+			return &ExitError{Code: ExitFindings, Err: fmt.Errorf("readiness findings at or above %s", opts.FailOn)}
+		}
+	}
+	return nil
+}
+
+// preflight reads one of everything the collector watches, so an unreachable server or a missing permission is
+// one clear line rather than reflectors retrying forever.
+func preflight(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) error {
+	one := metav1.ListOptions{Limit: 1}
+	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
+		return apiError("listing nodes", err)
+	}
+	if _, err := client.CoreV1().Pods("").List(ctx, one); err != nil {
+		return apiError("listing pods", err)
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("").List(ctx, one); err != nil {
+		return apiError("listing PodDisruptionBudgets", err)
+	}
+	for _, gvr := range workloads.OwnerResources() {
+		if _, err := meta.Resource(gvr).List(ctx, one); err != nil {
+			return apiError("listing "+gvr.Resource, err)
+		}
+	}
+	_, err := client.CoreV1().ConfigMaps(gke.NamespaceDisruptionHandling).Get(ctx, gke.ConfigMapDisruptionHandling, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiError("reading ConfigMap "+gke.NamespaceDisruptionHandling+"/"+gke.ConfigMapDisruptionHandling, err)
+	}
+	return nil
+}
+
+// findingsSeries is the collector's gke_readiness_findings family.
+const findingsSeries = "gke_readiness_findings"
+
+// parseFindings groups the collector's gke_readiness_findings samples by check, in the checks' order.
+func parseFindings(r io.Reader) ([]CheckResult, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading the workloads collector's findings: %w", err)
+	}
+	byCheck := map[string][]WorkloadFinding{}
+	if fam, ok := families[findingsSeries]; ok {
+		for _, m := range fam.GetMetric() {
+			var f WorkloadFinding
+			var check string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "check":
+					check = l.GetValue()
+				case "namespace":
+					f.Namespace = l.GetValue()
+				case "workload_kind":
+					f.Kind = l.GetValue()
+				case "workload":
+					f.Workload = l.GetValue()
+				}
+			}
+			f.Pods = int(m.GetGauge().GetValue())
+			found := byCheck[check]
+			if found == nil {
+				found = []WorkloadFinding{}
+			}
+			if f.Workload != "" { // a cluster check lists no workloads
+				found = append(found, f)
+			}
+			byCheck[check] = found
+		}
+	}
+	var out []CheckResult
+	for _, c := range readiness.Checks {
+		found, ok := byCheck[c.Name]
+		if !ok {
+			continue
+		}
+		delete(byCheck, c.Name)
+		sort.Slice(found, func(i, j int) bool {
+			a, b := found[i], found[j]
+			if a.Namespace != b.Namespace {
+				return a.Namespace < b.Namespace
+			}
+			if a.Kind != b.Kind {
+				return a.Kind < b.Kind
+			}
+			return a.Workload < b.Workload
+		})
+		out = append(out, CheckResult{Check: c.Name, Severity: c.Severity, Summary: c.Summary, Fix: c.Fix, Workloads: found})
+	}
+	if len(byCheck) > 0 {
+		return nil, errors.New("the workloads collector reported a check this command does not know")
+	}
+	return out, nil
+}
+
+// inNamespace keeps the workloads of namespace, and the checks still failed by one of them or by the cluster.
+func inNamespace(results []CheckResult, namespace string) []CheckResult {
+	var out []CheckResult
+	for _, r := range results {
+		cluster := len(r.Workloads) == 0
+		kept := []WorkloadFinding{}
+		for _, f := range r.Workloads {
+			if f.Namespace == namespace {
+				kept = append(kept, f)
+			}
+		}
+		if cluster || len(kept) > 0 {
+			r.Workloads = kept
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// RenderAudit writes results as a table (grouped by check, with the fix) or as a JSON list.
+func RenderAudit(w io.Writer, results []CheckResult, output string) error {
+	if output == OutputJSON {
+		if results == nil {
+			results = []CheckResult{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	if len(results) == 0 {
+		_, err := fmt.Fprintln(w, "No readiness findings.")
+		return err
+	}
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s %s\n  %s\n  Fix: %s\n", severityTag(r.Severity), r.Check, r.Summary, r.Fix)
+		if len(r.Workloads) == 0 {
+			continue // a cluster check
+		}
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAMESPACE\tKIND\tWORKLOAD\tPODS")
+		for _, f := range r.Workloads {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", f.Namespace, f.Kind, f.Workload, f.Pods)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func severityTag(s readiness.Severity) string {
+	if s == readiness.Error {
+		return "ERROR"
+	}
+	return "WARNING"
+}

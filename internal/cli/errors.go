@@ -1,0 +1,78 @@
+// Package cli is the status and audit commands: what an operator reads in a terminal or a pipeline gates on. It
+// reads the API server only and interprets nodes and pods with the same code as the collectors and the actions
+// service.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
+)
+
+// Exit codes.
+const (
+	// ExitFindings: audit found a finding at or above --fail-on.
+	ExitFindings = 1
+	// ExitAPI: the API server could not be reached, refused the credentials, or denied a read.
+	ExitAPI = 2
+)
+
+// ExitError ends a command with a code; its message is one line for stderr.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// apiError turns an error reading the API server into one clear line, exit code 2.
+func apiError(what string, err error) error {
+	var msg string
+	switch {
+	case apierrors.IsForbidden(err):
+		msg = fmt.Sprintf("permission denied (RBAC) %s: %v", what, err)
+	case apierrors.IsUnauthorized(err):
+		msg = fmt.Sprintf("unauthorized %s: the API server rejected the kubeconfig's credentials", what)
+	default:
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			server := uerr.URL
+			if u, err := url.Parse(uerr.URL); err == nil {
+				server = u.Scheme + "://" + u.Host
+			}
+			msg = fmt.Sprintf("cannot reach the API server %s (%s): %v", server, what, uerr.Err)
+		} else {
+			msg = fmt.Sprintf("%s: %v", what, err)
+		}
+	}
+	return &ExitError{Code: ExitAPI, Err: errors.New(msg)}
+}
+
+// ClientConfig is the API server configuration for kubeconfig and context (kubectl's --kubeconfig and --context):
+// with neither, in-cluster, then $KUBECONFIG.
+func ClientConfig(kubeconfig, context string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if context == "" {
+		cfg, err = kube.Config(kubeconfig)
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = kubeconfig
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+		if err != nil {
+			err = fmt.Errorf("loading kubeconfig: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, &ExitError{Code: ExitAPI, Err: err}
+	}
+	return cfg, nil
+}
