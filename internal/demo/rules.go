@@ -18,7 +18,8 @@ import (
 type RuleConfig struct {
 	// TimeScale is story seconds per wall-clock second. Every duration of the mixin's _config (lead times,
 	// thresholds, windows, gap tolerances, every alert's `for`) is divided by it, to at least MinFor, so that the
-	// rules judge story time as production rules judge real time.
+	// rules judge story time as production rules judge real time; metadataStaleThreshold, which times the agents' own
+	// requests, stays in wall-clock time.
 	TimeScale float64
 	// Config overrides settings of the mixin's _config (mixin/config.libsonnet), durations in story time.
 	Config map[string]any
@@ -39,8 +40,13 @@ local scaleAll(v) =
   else if std.isObject(v) then std.mapWithKey(function(_, x) scaleAll(x), v)
   else v;
 local base = (import 'mixin.libsonnet') + { _config+:: std.extVar('config') };
-// interruptionsWindow names one of interruptionsWindows: a name, not a duration.
-local mixin = base + { _config+:: scaleAll(base._config) { interruptionsWindow: base._config.interruptionsWindow } };
+// interruptionsWindow names one of interruptionsWindows: a name, not a duration. metadataStaleThreshold is kept in
+// wall-clock time: it measures the node agent's own requests (a healthy hanging GET answers within its 60 s
+// timeout), which run at the wall clock's pace in the story too.
+local mixin = base + { _config+:: scaleAll(base._config) {
+  interruptionsWindow: base._config.interruptionsWindow,
+  metadataStaleThreshold: base._config.metadataStaleThreshold,
+} };
 { groups: mixin.prometheusRules.groups + mixin.prometheusAlerts.groups }
 `
 
