@@ -1,13 +1,12 @@
 package nodes
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 
@@ -72,23 +71,7 @@ func BenchmarkScrape(b *testing.B) {
 	for _, n := range fleetSizes {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			_, s := fleet(b, n)
-			var buf bytes.Buffer
-			if err := s.WriteText(&buf); err != nil {
-				b.Fatal(err)
-			}
-			size := buf.Len()
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := processCPU()
-			for b.Loop() {
-				buf.Reset()
-				if err := s.WriteText(&buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// CPU time stays meaningful when other work shares the machine; wall time does not.
-			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/1e6/float64(b.N), "cpu-ms/scrape")
-			b.ReportMetric(float64(size), "bytes/scrape")
+			testenv.BenchmarkScrape(b, s)
 		})
 	}
 }
@@ -99,9 +82,9 @@ func BenchmarkRetainedHeap(b *testing.B) {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			var perNode float64
 			for b.Loop() {
-				before := heapInUse()
+				before := testenv.HeapInUse()
 				indexer, s := fleet(b, n)
-				after := heapInUse()
+				after := testenv.HeapInUse()
 				runtime.KeepAlive(indexer)
 				runtime.KeepAlive(s)
 				perNode = float64(after-before) / float64(n)
@@ -120,18 +103,4 @@ func BenchmarkApply(b *testing.B) {
 		obj, _ := Transform(node)
 		s.set(obj.(*record))
 	}
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

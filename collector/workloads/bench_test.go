@@ -1,13 +1,12 @@
 package workloads
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -94,13 +93,13 @@ func BenchmarkRetainedHeap(b *testing.B) {
 			b.Run(fmt.Sprintf("interesting=%v/pods=%d", interesting, n), func(b *testing.B) {
 				var perPod float64
 				for b.Loop() {
-					before := heapInUse()
+					before := testenv.HeapInUse()
 					empty := newState(testConfig, jobSetOwner)
 					fleetNodes(empty, n/8, interesting)
-					withNodes := heapInUse()
+					withNodes := testenv.HeapInUse()
 					runtime.KeepAlive(empty)
 					s := loaded(b, n, n/64, interesting)
-					after := heapInUse()
+					after := testenv.HeapInUse()
 					runtime.KeepAlive(s)
 					perPod = float64(int64(after-before)-int64(withNodes-before)) / float64(n)
 				}
@@ -115,22 +114,7 @@ func BenchmarkScrape(b *testing.B) {
 	for _, n := range podCounts {
 		b.Run("pods="+strconv.Itoa(n), func(b *testing.B) {
 			s := loaded(b, n, 1000, true)
-			var buf bytes.Buffer
-			if err := s.WriteText(&buf); err != nil {
-				b.Fatal(err)
-			}
-			size := buf.Len()
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := processCPU()
-			for b.Loop() {
-				buf.Reset()
-				if err := s.WriteText(&buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/1e6/float64(b.N), "cpu-ms/scrape")
-			b.ReportMetric(float64(size), "bytes/scrape")
+			testenv.BenchmarkScrape(b, s)
 		})
 	}
 }
@@ -161,18 +145,4 @@ func BenchmarkPodUpdate(b *testing.B) {
 		in, keep := podFrom(pod)
 		s.setPod(in, keep)
 	}
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
