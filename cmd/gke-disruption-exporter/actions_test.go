@@ -43,17 +43,7 @@ func TestActionsCommand(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", ns)
 	t.Setenv("POD_NAME", "actions-0")
 	ctx := context.Background()
-	node, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "gke-l4-0", Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve",
-			"cloud.google.com/scheduled-maintenance-time": "1750000000"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
-	if _, err := api.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	readyNodeWithMaintenance(t, api, "gke-l4-0")
 	policy := writePolicy(t, "pools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}}]\ndrain: {timeout: 1m}\n")
 
 	addr := freeAddress(t)
@@ -128,6 +118,23 @@ func TestActionsCommandRefusesBadPolicy(t *testing.T) {
 	}
 }
 
+// readyNodeWithMaintenance creates a Ready node of pool l4-serve with maintenance scheduled.
+func readyNodeWithMaintenance(t *testing.T, api *testenv.APIServer, name string) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve",
+			"cloud.google.com/scheduled-maintenance-time": "1750000000"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	if _, err := api.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runActions runs the actions command until ctx ends and returns its error.
 func runActions(ctx context.Context, t *testing.T, args ...string) <-chan error {
 	t.Helper()
@@ -187,17 +194,7 @@ func TestActionsCommandReloadsPolicy(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	t.Setenv("POD_NAMESPACE", api.Namespace("reload"))
 	ctx := context.Background()
-	node, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "gke-l4-reload", Labels: map[string]string{"cloud.google.com/gke-nodepool": "l4-serve",
-			"cloud.google.com/scheduled-maintenance-time": "1750000000"},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
-	if _, err := api.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	readyNodeWithMaintenance(t, api, "gke-l4-reload")
 	const paused = "paused: true\npools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}}]\ndrain: {timeout: 1m}\n"
 	path := writePolicy(t, paused)
 	addr := freeAddress(t)
