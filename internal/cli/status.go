@@ -62,6 +62,10 @@ type NodeStatus struct {
 	Accelerator string `json:"accelerator,omitempty"`
 	// MaintenanceStart is when the pending maintenance is due (label, else the announced window).
 	MaintenanceStart *time.Time `json:"maintenanceStart,omitempty"`
+	// WindowEnd and LatestWindowStart come from GKE's announced window, where known: the window's end, and the
+	// deadline for starting (or rescheduling) the maintenance.
+	WindowEnd         *time.Time `json:"windowEnd,omitempty"`
+	LatestWindowStart *time.Time `json:"latestWindowStart,omitempty"`
 	// MaintenanceKey identifies that maintenance as the actions service keys its work.
 	MaintenanceKey string `json:"maintenanceKey,omitempty"`
 	// CanReschedule is GKE's word: "true", "false" or "" (not announced).
@@ -93,6 +97,11 @@ func StatusOf(node *corev1.Node) NodeStatus {
 	if m := nodestate.PendingMaintenance(node); m.Pending() {
 		start := m.Start()
 		s.MaintenanceStart, s.MaintenanceKey, s.CanReschedule = &start, m.Key(), m.CanReschedule
+		if raw, ok := node.Annotations[gke.AnnotationUpcomingMaintenance]; ok {
+			if u, _ := gke.ParseUpcomingMaintenance(raw); u.Announced {
+				s.WindowEnd, s.LatestWindowStart = timeOrNil(u.WindowEnd), timeOrNil(u.LatestWindowStart)
+			}
+		}
 	}
 	s.inMaintenance = nodestate.InMaintenance(node)
 	if st := gke.MaintenanceState(node.Labels); st != "" {
@@ -187,7 +196,7 @@ func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
 	}
 	header := "NODE\tPOOL\tACCELERATOR\tSCHEDULED (UTC)\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON"
 	if wide {
-		header += "\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
+		header += "\tWINDOW-END (UTC)\tLATEST-START (UTC)\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range rows {
@@ -202,7 +211,8 @@ func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
 			if r.TPUSliceHosts > 0 {
 				hosts = strconv.Itoa(r.TPUSliceHosts)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(r.MaintenanceKey), orDash(r.Action), hosts)
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", utcOrDash(r.WindowEnd), utcOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
+				orDash(r.Action), hosts)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -237,6 +247,20 @@ func countPools(statuses []NodeStatus) []poolCounts {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pool < out[j].pool })
 	return out
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func utcOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04")
 }
 
 func orDash(s string) string {

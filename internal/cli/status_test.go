@@ -40,7 +40,8 @@ func fleet() []*corev1.Node {
 		gke.LabelScheduledMaintenanceTime: epoch(3*time.Hour + 12*time.Minute)}, nil)
 	reschedulable := node("gke-l4-1", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelAccelerator: "nvidia-l4"},
 		map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED","maintenance_status":"PENDING","can_reschedule":"true",` +
-			`"window_start_time":"` + now.Add(50*time.Minute).Format(time.RFC3339) + `","window_end_time":"` + now.Add(5*time.Hour).Format(time.RFC3339) + `"}`})
+			`"window_start_time":"` + now.Add(50*time.Minute).Format(time.RFC3339) + `","window_end_time":"` + now.Add(5*time.Hour).Format(time.RFC3339) +
+			`","latest_window_start_time":"` + now.Add(96*time.Hour).Format(time.RFC3339) + `"}`})
 	requested := node("gke-l4-2", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelAccelerator: "nvidia-l4",
 		gke.LabelScheduledMaintenanceTime: epoch(72 * time.Hour), gke.LabelPerformMaintenance: "true"},
 		map[string]string{nodestate.AnnotationAction: "perform-maintenance", nodestate.AnnotationState: "maintenance-requested",
