@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 		if down[id] {
 			continue
 		}
-		c := candidate{id: id, nodes: nodes, idle: time.Duration(o.NodeIdleTime) + 1}
+		c := candidate{id: id, nodes: nodes, idle: time.Duration(math.MaxInt64)} // the least idle node of the unit tells
 		ok := true
 		for _, n := range nodes {
 			m := nodestate.PendingMaintenance(n)
@@ -98,5 +99,23 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 		what = "units (nodes or TPU slices)"
 	}
 	return best.nodes, fmt.Sprintf("idle %s, maintenance in %s, pool keeps %d of %d %s",
-		best.idle.Round(time.Second), best.due.Sub(in.Now).Round(time.Minute), available-1, len(units), what)
+		roughly(best.idle), roughly(best.due.Sub(in.Now)), available-1, len(units), what)
+}
+
+// roughly is a duration as an operator reads it in an Event: "14m", "3h12m", "5d" or "5d6h".
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Round(time.Minute).Minutes()))
+	case d < 48*time.Hour:
+		d = d.Round(time.Minute)
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	d = d.Round(time.Hour)
+	if h := int(d.Hours()) % 24; h != 0 {
+		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, h)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours())/24)
 }

@@ -52,6 +52,12 @@ func TestPickOpportunistic(t *testing.T) {
 	if got := fmt.Sprint(pick(nodes)); got != "[node-3]" {
 		t.Errorf("GKE's example: picked %s, want node-3 (idle long enough, maintenance first)", got)
 	}
+	idleFor["node-2"], idleFor["node-3"] = 14*time.Minute, 14*time.Minute
+	_, why := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes, Idle: idle, Disrupted: nodestate.Disrupted,
+		Claimable: claimable, Now: saturday3am})
+	if want := "idle 14m, maintenance in 5d, pool keeps 3 of 4 nodes"; why != want {
+		t.Errorf("Event reason %q, want %q", why, want)
+	}
 	cordoned(nodes[3]) // taken: the pool keeps 3 of 4, no more may go
 	if got := pick(nodes); got != nil {
 		t.Errorf("with one node out, minNodes 3 of 4 leaves none to take: picked %v", got)
@@ -105,5 +111,21 @@ func TestPickOpportunistic(t *testing.T) {
 	idleFor["s1-1"] = 0
 	if got := fmt.Sprint(pick(slices)); got != "[s2-0 s2-1]" {
 		t.Errorf("slices: picked %s, want the whole idle slice s2", got)
+	}
+}
+
+func TestRoughly(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		42 * time.Second:                 "42s",
+		14*time.Minute + 20*time.Second:  "14m",
+		3*time.Hour + 12*time.Minute:     "3h12m",
+		47*time.Hour + 59*time.Minute:    "47h59m",
+		5 * 24 * time.Hour:               "5d",
+		5*24*time.Hour + 6*time.Hour + 1: "5d6h",
+		5*24*time.Hour - 10*time.Minute:  "5d",
+	} {
+		if got := roughly(d); got != want {
+			t.Errorf("roughly(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
