@@ -99,6 +99,11 @@ type Executor struct {
 	drains    map[string]*drainRun
 	drainWG   sync.WaitGroup
 
+	// opportunisticWaited is waited for opportunistic maintenance; opportunisticWaits holds, per policy pool, the
+	// idle unit that could go now but waits, and why (gke_disruption_actions_waiting).
+	opportunisticWaited map[string]string
+	opportunisticWaits  map[string]opportunisticWait
+
 	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
 	idleOnce sync.Once
 	idle     *idleTracker
@@ -123,6 +128,9 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		waited:    map[string]string{},
 		simulated: map[string]simulatedClaim{},
 		drains:    map[string]*drainRun{},
+
+		opportunisticWaited: map[string]string{},
+		opportunisticWaits:  map[string]opportunisticWait{},
 	}
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
@@ -264,6 +272,8 @@ func (e *Executor) Lead(ctx context.Context) error {
 	clear(e.refused)
 	clear(e.waited)
 	clear(e.simulated)
+	clear(e.opportunisticWaited)
+	clear(e.opportunisticWaits)
 	e.mu.Unlock()
 	e.metrics.leader.Set(0)
 	e.logger.Info("stopped leading")
@@ -316,6 +326,7 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 		delete(e.alerts, oldNode.Name)
 		delete(e.refused, oldNode.Name)
 		delete(e.waited, oldNode.Name)
+		delete(e.opportunisticWaited, oldNode.Name)
 		delete(e.simulated, oldNode.Name)
 		e.mu.Unlock()
 		e.enqueueAlerts()

@@ -91,7 +91,7 @@ func newWorkState(e *Executor) *workState {
 			"Nodes this service is acting on (accepted, draining, or waiting for GKE after perform-maintenance); only the leader reports non-zero.",
 			[]string{"action"}, nil),
 		waiting: prometheus.NewDesc(collector.Namespace+"_actions_waiting",
-			"Alerts waiting to act, by the reason they wait: window, pool_budget, cluster_cap, paused; only the leader reports.",
+			"Nodes waiting to act, by the reason they wait: window, pool_budget, cluster_cap, paused (alerts, and idle nodes picked for opportunistic maintenance); only the leader reports.",
 			[]string{"action", "pool", "reason"}, nil),
 	}
 }
@@ -147,6 +147,9 @@ func (w *workState) Collect(ch chan<- prometheus.Metric) {
 		if a.waitCode != "" {
 			waiting[key{string(a.trigger.Action), a.pool, a.waitCode}]++
 		}
+	}
+	for pool, o := range w.e.opportunisticWaits {
+		waiting[key{string(nodestate.OpportunisticMaintenance), pool, o.code}] += o.nodes
 	}
 	w.e.mu.Unlock()
 	for k, n := range waiting {

@@ -189,6 +189,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		members, why := policy.PickOpportunistic(policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle,
 			Disrupted: disrupted, Claimable: e.claimable, Now: now})
 		if members == nil {
+			e.setOpportunisticWait(p.Name, opportunisticWait{})
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
@@ -196,6 +197,16 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		req := policy.Request{Action: nodestate.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
+		if d.Verdict == policy.Wait {
+			e.setOpportunisticWait(p.Name, opportunisticWait{code: d.Code, nodes: len(members)})
+			key := nodestate.PendingMaintenance(members[0]).Key() + "|" + d.Code
+			if e.noteOnce(e.opportunisticWaited, members[0].Name, key) {
+				e.event(members[0], corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
+				e.logger.Info("opportunistic maintenance waits", "pool", p.Name, "node", members[0].Name, "reason", d.Reason)
+			}
+			continue
+		}
+		e.setOpportunisticWait(p.Name, opportunisticWait{})
 		if d.Verdict != policy.Act {
 			e.logger.Debug("opportunistic maintenance not started", "pool", p.Name, "node", members[0].Name, "verdict", d.Verdict, "reason", d.Reason)
 			continue
@@ -213,6 +224,23 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		}
 		all = e.cachedNodes()
 	}
+}
+
+// opportunisticWait is an idle unit of a pool that could start its maintenance but waits: the wait's code and the
+// unit's size; the zero value is none.
+type opportunisticWait struct {
+	code  string
+	nodes int
+}
+
+func (e *Executor) setOpportunisticWait(pool string, w opportunisticWait) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w.code == "" {
+		delete(e.opportunisticWaits, pool)
+		return
+	}
+	e.opportunisticWaits[pool] = w
 }
 
 // acceleratorPodOn reports a pod using an accelerator on the node, read from the API: the check that an

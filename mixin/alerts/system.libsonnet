@@ -140,7 +140,8 @@ local upcomingPath = 'instance/upcoming-maintenance';
               ], c.actionsCordonedThreshold), 'cordoned'),
               problem(promql.heldFor(c, 'max by (%s) (%s) > 0' % [
                 utils.labelList(c, ['action', 'pool', 'reason']),
-                promql.bridged(c, 'gke_disruption_actions_waiting{%s}' % c.actionsSelector),
+                // Opportunistic maintenance is best effort: an idle node waiting for a window is no stall.
+                promql.bridged(c, 'gke_disruption_actions_waiting{%s, action!="opportunistic-maintenance"}' % c.actionsSelector),
               ], c.actionsWaitingThreshold), 'waiting'),
               problem('max by (%s) (max_over_time(gke_disruption_actions_leader{%s}[%s])) == 0' % [
                 c.clusterLabel,
