@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/prometheus/alertmanager/template"
 
@@ -37,6 +35,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 		c.pod(ns, fmt.Sprintf("work-%d", i), name, grace(1))
 		names = append(names, name)
 	}
+	budget := watchPool(t, api, pool, 1)
 	lease := unique("lease")
 	policy := poolPolicy(pool, "")
 	replicas := []*replica{
@@ -47,60 +46,6 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-
-	// Budget watch: every change to a pool node, in order.
-	w, err := api.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=" + pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	disrupted := map[string]bool{}
-	claims := map[string]map[string]bool{} // node -> distinct claims seen
-	maxDisrupted := 0
-	var violations []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				n, isNode := ev.Object.(*corev1.Node)
-				if !isNode || ev.Type == watch.Deleted {
-					continue
-				}
-				mu.Lock()
-				if r := nodestate.Read(n); r.Phase == nodestate.Accepted {
-					if claims[n.Name] == nil {
-						claims[n.Name] = map[string]bool{}
-					}
-					claims[n.Name][r.ClaimedBy+" at "+n.Annotations[nodestate.AnnotationAcceptedAt]] = true
-				}
-				disrupted[n.Name] = nodestate.Disrupted(n)
-				count := 0
-				var which []string
-				for name, d := range disrupted {
-					if d {
-						count++
-						which = append(which, name)
-					}
-				}
-				if count > maxDisrupted {
-					maxDisrupted = count
-				}
-				if count > 1 {
-					sort.Strings(which)
-					violations = append(violations, fmt.Sprint(which))
-				}
-				mu.Unlock()
-			}
-		}
-	}()
 
 	// GKE: maintenance begins on a drained node and ends a moment later.
 	wg.Add(1)
@@ -177,18 +122,8 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	cancel()
 	wg.Wait()
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(violations) > 0 {
-		t.Errorf("pool budget maxUnavailable 1 exceeded %d times, e.g. %s", len(violations), violations[0])
-	}
-	if maxDisrupted != 1 {
-		t.Errorf("at most %d pool nodes disrupted at once, want exactly 1", maxDisrupted)
-	}
+	budget.check(t, names, 1)
 	for _, name := range names {
-		if len(claims[name]) != 1 {
-			t.Errorf("node %s claimed %d times, want once: %v", name, len(claims[name]), claims[name])
-		}
 		// Events are best effort (a replica stopped mid-way may not deliver its last ones), but never doubled.
 		if got := c.countEvents(name, "DisruptionActionAccepted"); got > 1 {
 			t.Errorf("node %s accepted %d times: %q", name, got, c.events(name))

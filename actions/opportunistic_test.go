@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -23,6 +24,9 @@ func TestOpportunistic(t *testing.T) {
 	t.Run("AcceleratorPodBeforeTheCordonWins", func(t *testing.T) { testOpportunisticPodWins(t, api) })
 	t.Run("OptedOutAndCordonedNodes", func(t *testing.T) { testOpportunisticOptOut(t, api) })
 	t.Run("DryRun", func(t *testing.T) { testOpportunisticDryRun(t, api) })
+	t.Run("Windows", func(t *testing.T) { testOpportunisticWindows(t, api) })
+	t.Run("TPUSliceAsAWhole", func(t *testing.T) { testOpportunisticSlice(t, api) })
+	t.Run("TwoReplicas", func(t *testing.T) { testOpportunisticTwoReplicas(t, api) })
 }
 
 // announced writes GKE's upcoming-maintenance annotation: reschedulable maintenance starting in d.
@@ -200,5 +204,243 @@ func testOpportunisticDryRun(t *testing.T, api *testenv.APIServer) {
 	}
 	for _, b := range befores {
 		c.untouched(b, "dry run")
+	}
+}
+
+// testOpportunisticWindows: the policy's windows hold (an idle node waits, counted and evented, until one opens),
+// and a maintenance beyond the pool's opportunistic window is never taken.
+func testOpportunisticWindows(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("oppwin")
+	soon := c.node(pool+"-soon", map[string]string{"pool": pool}, announced(96*time.Hour))
+	late := c.node(pool+"-late", map[string]string{"pool": pool}, announced(400*time.Hour)) // beyond 336h
+	c.node(pool+"-3", map[string]string{"pool": pool})
+	c.node(pool+"-4", map[string]string{"pool": pool})
+	policy := func(windows string) string {
+		return fmt.Sprintf(`%s
+pools:
+  - name: %s
+    nodeSelector: {pool: %[2]s}
+    maxUnavailable: 4
+    opportunistic: {nodeIdleTime: 2s, minNodes: 1, window: 336h}
+drain: {timeout: 20s, evictionRetryDelay: 200ms}
+`, windows, pool)
+	}
+	// Open three days from now, every hour of that day: closed all through the test.
+	day := time.Now().UTC().Add(72 * time.Hour).Weekday().String()[:3]
+	closed := fmt.Sprintf(`windows: [{days: [%s], start: "00:00", end: "24:00", timezone: UTC}]`, day)
+	r := startReplica(t, api, policy(closed), replicaOpts{})
+	r.waitLeading()
+	waiting := map[string]string{"action": "opportunistic-maintenance", "pool": pool, "reason": "window"}
+	r.waitMetric("the idle node waits for a window", "gke_disruption_actions_waiting", waiting, 1)
+	c.waitEvent(soon.Name, "opportunistic-maintenance waits: outside every maintenance window")
+	if got := c.countEvents(soon.Name, "DisruptionActionWaiting"); got != 1 {
+		t.Errorf("%d wait Events on %s, want 1 per maintenance and reason: %q", got, soon.Name, c.events(soon.Name))
+	}
+	c.untouched(soon, "outside every window")
+	c.untouched(late, "outside every window")
+
+	cfg, err := config.Parse([]byte(policy("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.svc.SetConfig(cfg)
+	c.waitNode(soon.Name, "taken once a window is open", func(n *corev1.Node) error {
+		if !taken(n) || !n.Spec.Unschedulable {
+			return fmt.Errorf("annotations %v, unschedulable %v", n.Annotations, n.Spec.Unschedulable)
+		}
+		return nil
+	})
+	r.waitMetric("no longer waiting", "gke_disruption_actions_waiting", waiting, 0)
+	settle()
+	c.untouched(late, "maintenance beyond the opportunistic window")
+}
+
+// tpuHost is a host of a 2-host v5e slice (2x4 chips on 4-chip VMs), the slice being GKE node pool slice.
+func tpuHost(slice string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		n.Labels[gke.LabelNodePool] = slice
+		n.Labels[gke.LabelInstanceType] = "ct5lp-hightpu-4t"
+		n.Labels[gke.LabelTPUTopology] = "2x4"
+	}
+}
+
+func usingTPU() podOpt {
+	return func(p *corev1.Pod) {
+		four := resource.MustParse("4")
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{"google.com/tpu": four}, Limits: corev1.ResourceList{"google.com/tpu": four}}
+	}
+}
+
+// testOpportunisticSlice: a multi-host TPU slice goes only as a whole and only with every host idle; minNodes
+// counts slices.
+func testOpportunisticSlice(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("oppslice")
+	ns := api.Namespace("oppslice")
+	idleSlice, busySlice := unique("slice-a"), unique("slice-b")
+	var idleHosts, busyHosts []string
+	for i := range 2 {
+		idleHosts = append(idleHosts, fmt.Sprintf("%s-%d", idleSlice, i))
+		busyHosts = append(busyHosts, fmt.Sprintf("%s-%d", busySlice, i))
+		c.node(idleHosts[i], map[string]string{"pool": pool}, announced(96*time.Hour), tpuHost(idleSlice))
+		// The busy slice's maintenance comes first: only its one busy host keeps it from going first.
+		c.node(busyHosts[i], map[string]string{"pool": pool}, announced(90*time.Hour), tpuHost(busySlice))
+	}
+	c.pod(ns, "worker", busyHosts[1], usingTPU())
+	r := startReplica(t, api, fmt.Sprintf(`pools:
+  - name: %s
+    nodeSelector: {pool: %[1]s}
+    maxUnavailable: 4
+    opportunistic: {nodeIdleTime: 2s, minNodes: 1, window: 336h}
+drain: {timeout: 20s, evictionRetryDelay: 200ms}
+`, pool), replicaOpts{})
+	r.waitLeading()
+	for _, h := range idleHosts {
+		c.waitNode(h, "the idle slice taken as a whole", func(n *corev1.Node) error {
+			if !taken(n) || !nodestate.PerformMaintenanceRequested(n) {
+				return fmt.Errorf("annotations %v, labels %v", n.Annotations, n.Labels)
+			}
+			return nil
+		})
+	}
+	c.waitEvent(idleHosts[0], "pool keeps 1 of 2 units (nodes or TPU slices)")
+	settle()
+	for _, h := range busyHosts {
+		if taken(c.get(h)) {
+			t.Fatalf("%s taken: its slice has a busy host, and minNodes 1 of 2 slices allows one out", h)
+		}
+	}
+
+	// The idle slice is maintained and returns; the other still has its worker.
+	for _, h := range idleHosts {
+		c.startMaintenanceAndWaitNoted(h)
+	}
+	for _, h := range idleHosts {
+		c.updateNode(h, "GKE finishing", func(n *corev1.Node) {
+			delete(n.Labels, gke.LabelActiveNodeMaintenance)
+			delete(n.Annotations, gke.AnnotationUpcomingMaintenance)
+			n.Spec.Taints = nil
+		})
+	}
+	for _, h := range idleHosts {
+		c.waitNode(h, "uncordoned after maintenance", func(n *corev1.Node) error {
+			if n.Spec.Unschedulable {
+				return fmt.Errorf("still cordoned")
+			}
+			return nil
+		})
+	}
+	settle()
+	for _, h := range busyHosts {
+		if taken(c.get(h)) {
+			t.Fatalf("%s taken while a host of its slice runs a TPU pod", h)
+		}
+	}
+	// The worker finishes: the whole slice goes.
+	if err := api.Client.CoreV1().Pods(ns).Delete(context.Background(), "worker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range busyHosts {
+		c.waitNode(h, "the slice taken once every host is idle", func(n *corev1.Node) error {
+			if !taken(n) {
+				return fmt.Errorf("annotations %v", n.Annotations)
+			}
+			return nil
+		})
+	}
+}
+
+// simulateOpportunisticGKE moves one node along as GKE does after perform-maintenance=true: maintenance starts
+// and, once the service has noticed it, ends with the announcement gone. Errors are left for the next round.
+func simulateOpportunisticGKE(ctx context.Context, c *cluster, name string) {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	r := nodestate.Read(n)
+	_, inMaintenance := n.Labels[gke.LabelActiveNodeMaintenance]
+	switch {
+	case nodestate.PerformMaintenanceRequested(n) && !inMaintenance:
+		n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING"
+		delete(n.Labels, gke.LabelPerformMaintenance)
+	case inMaintenance && r.MaintenanceSeen:
+		delete(n.Labels, gke.LabelActiveNodeMaintenance)
+		delete(n.Annotations, gke.AnnotationUpcomingMaintenance)
+	default:
+		return
+	}
+	_, _ = c.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+}
+
+// testOpportunisticTwoReplicas: two replicas share the Lease; the leader is stopped after its first node; every
+// node is still taken exactly once, minNodes (3 of 4) holds from every watch event, and no claim is evented twice.
+func testOpportunisticTwoReplicas(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("oppha")
+	var names []string
+	for i := range 4 {
+		names = append(names, fmt.Sprintf("%s-%d", pool, i))
+		c.node(names[i], map[string]string{"pool": pool}, announced(time.Duration(96+i)*time.Hour))
+	}
+	budget := watchPool(t, api, pool, 1)
+	lease := unique("lease")
+	policy := opportunisticPolicy(pool, "")
+	replicas := []*replica{
+		startReplica(t, api, policy, replicaOpts{identity: "replica-a", lease: lease}),
+		startReplica(t, api, policy, replicaOpts{identity: "replica-b", lease: lease}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for _, name := range names {
+				simulateOpportunisticGKE(ctx, c, name)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+
+	testenv.Eventually(t, waitLong, "first node maintained", func() error {
+		for _, name := range names {
+			if r := nodestate.Read(c.get(name)); r.Phase == nodestate.Done && r.MaintenanceSeen {
+				return nil
+			}
+		}
+		return fmt.Errorf("none maintained yet")
+	})
+	var survivor *replica
+	for _, r := range replicas {
+		if r.svc.Leading() {
+			r.stop()
+		} else {
+			survivor = r
+		}
+	}
+	if survivor == nil {
+		t.Fatal("both replicas were leading at once")
+	}
+	for _, name := range names {
+		c.waitNode(name, "node "+name+" maintained and uncordoned", func(n *corev1.Node) error {
+			r := nodestate.Read(n)
+			if r.Phase != nodestate.Done || !r.MaintenanceSeen || n.Spec.Unschedulable {
+				return fmt.Errorf("state %q, seen %v, unschedulable %v", r.Phase, r.MaintenanceSeen, n.Spec.Unschedulable)
+			}
+			return nil
+		})
+	}
+	cancel()
+	<-done
+	budget.check(t, names, 1)
+	for _, name := range names {
+		if got := c.countEvents(name, "DisruptionActionAccepted"); got > 1 {
+			t.Errorf("node %s accepted %d times: %q", name, got, c.events(name))
+		}
 	}
 }
