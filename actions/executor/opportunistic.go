@@ -187,7 +187,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			}
 		}
 		members, why := policy.PickOpportunistic(policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle,
-			Disrupted: disrupted, Claimable: e.claimable, Now: now})
+			Disrupted: disrupted, Claimable: e.claimable, AlertSaysReschedulable: e.alertSaysReschedulable, Now: now})
 		if members == nil {
 			e.setOpportunisticWait(p.Name, opportunisticWait{})
 			continue
@@ -224,6 +224,14 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		}
 		all = e.cachedNodes()
 	}
+}
+
+// alertSaysReschedulable reports a live alert for the node labelled can_reschedule="true".
+func (e *Executor) alertSaysReschedulable(n *corev1.Node) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.alerts[n.Name]
+	return ok && a.trigger.CanReschedule
 }
 
 // opportunisticWait is an idle unit of a pool that could start its maintenance but waits: the wait's code and the

@@ -25,12 +25,15 @@ type OpportunisticInput struct {
 	Disrupted func(*corev1.Node) bool
 	// Claimable reports a node with maintenance announced and no work of this service on it.
 	Claimable func(*corev1.Node) bool
+	// AlertSaysReschedulable reports a live alert for the node whose can_reschedule label (the node agent's metadata)
+	// is true: it counts where GKE's annotation says nothing. Nil: none.
+	AlertSaysReschedulable func(*corev1.Node) bool
 	Now       time.Time
 }
 
 // PickOpportunistic chooses the unit (a node, or a whole multi-host TPU slice) of the pool that may start its
 // reschedulable maintenance now because it is idle: every node of it idle for nodeIdleTime, with maintenance that
-// GKE says can be rescheduled starting within window, not opted out (cloud.google.com/opportunistic-disable=true)
+// GKE says can be rescheduled (its annotation, else a live alert's can_reschedule) starting within window, not opted out (cloud.google.com/opportunistic-disable=true)
 // and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config); and taking it keeps
 // minNodes units of the pool available. The unit whose maintenance comes first wins. It returns nil when none may go,
 // else the unit's nodes and a reason for the Event.
@@ -68,7 +71,7 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 		for _, n := range nodes {
 			m := nodestate.PendingMaintenance(n)
 			idle := in.Idle(n)
-			if !in.Claimable(n) || m.CanReschedule != "true" || m.Start().Sub(in.Now) > time.Duration(o.Window) ||
+			if !in.Claimable(n) || !in.reschedulable(n, m) || m.Start().Sub(in.Now) > time.Duration(o.Window) ||
 				idle < time.Duration(o.NodeIdleTime) || n.Labels[gke.LabelOpportunisticDisable] == "true" ||
 				n.Annotations[gke.AnnotationOpportunisticConfig] != "" {
 				ok = false
@@ -100,6 +103,17 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 	}
 	return best.nodes, fmt.Sprintf("idle %s, maintenance in %s, pool keeps %d of %d %s",
 		roughly(best.idle), roughly(best.due.Sub(in.Now)), available-1, len(units), what)
+}
+
+// reschedulable: GKE's annotation says the maintenance can be rescheduled or, where it says nothing, a live alert does.
+func (in OpportunisticInput) reschedulable(n *corev1.Node, m nodestate.Maintenance) bool {
+	switch m.CanReschedule {
+	case "true":
+		return true
+	case "":
+		return in.AlertSaysReschedulable != nil && in.AlertSaysReschedulable(n)
+	}
+	return false
 }
 
 // roughly is a duration as an operator reads it in an Event: "14m", "3h12m", "5d" or "5d6h".

@@ -114,6 +114,39 @@ func TestPickOpportunistic(t *testing.T) {
 	}
 }
 
+// TestPickOpportunisticAlertSaysReschedulable: where GKE's annotation is silent (only the scheduled-maintenance-time
+// label), a live alert's can_reschedule counts; where the annotation says false, it does not.
+func TestPickOpportunisticAlertSaysReschedulable(t *testing.T) {
+	pool := &config.Pool{Name: "serving", Opportunistic: &config.Opportunistic{NodeIdleTime: config.Duration(time.Minute),
+		Window: config.Duration(336 * time.Hour)}}
+	labelOnly := func(n *corev1.Node) {
+		n.Labels[gke.LabelScheduledMaintenanceTime] = fmt.Sprint(saturday3am.Add(72 * time.Hour).Unix())
+	}
+	saysFalse := func(n *corev1.Node) {
+		labelOnly(n)
+		n.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"false","window_start_time":"2025-06-10T10:00:00Z"}`}
+	}
+	for _, tc := range []struct {
+		name      string
+		opt       nodeOpt
+		alertSays bool
+		want      bool
+	}{
+		{"label only, no alert", labelOnly, false, false},
+		{"label only, alert says reschedulable", labelOnly, true, true},
+		{"annotation says false, alert says reschedulable", saysFalse, true, false},
+	} {
+		nodes := fleet("n", "l4-serve", 2, tc.opt)
+		got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes[:1],
+			Idle:      func(*corev1.Node) time.Duration { return time.Hour },
+			Disrupted: nodestate.Disrupted, Claimable: func(*corev1.Node) bool { return true },
+			AlertSaysReschedulable: func(*corev1.Node) bool { return tc.alertSays }, Now: saturday3am})
+		if (got != nil) != tc.want {
+			t.Errorf("%s: picked %v, want picked %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestRoughly(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		42 * time.Second:                 "42s",
