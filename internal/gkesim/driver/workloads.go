@@ -207,7 +207,7 @@ func (sw *simWorkload) ownedBy(pod *corev1.Pod) bool {
 
 // reconcileWorkload creates the pods the workload is missing once its start has come, as its controller and the
 // scheduler would: a Deployment's replicas on the least loaded nodes that can take them, a Job's or DaemonSet's on
-// every node of its that has none, except where the Job is complete. A Job's pod deleted before it succeeded is
+// each of its nodes that has none, except where the Job is complete. A Job's pod deleted before it succeeded is
 // replaced by a new one, which runs the full runFor again.
 func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []*corev1.Pod, now time.Time) {
 	perNode := map[string]int{}
