@@ -3,6 +3,9 @@ package demo
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +57,76 @@ func TestDemoFilesFitTogether(t *testing.T) {
 	}
 	if want := "http://127.0.0.1:9844/webhook"; !strings.Contains(readFile(t, examplePath("alertmanager.yml")), want) {
 		t.Errorf("the example must post to %s, where the demo runs the actions service", want)
+	}
+}
+
+// TestDemoOpportunisticMaintenance: the reschedulable maintenance of the demo's opportunistic pool is far enough out
+// that the perform-maintenance alert does not fire during the story's day, and a Job leaves some of the pool's nodes
+// idle and finishes on the others: what happens there is the actions service's own opportunistic maintenance.
+func TestDemoOpportunisticMaintenance(t *testing.T) {
+	policy, err := actionsconfig.Load(examplePath("demo-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := driver.LoadNamed("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expr := renderRules(t, demoRules(sc.TimeScale))["GKENodeMaintenanceWindowApproaching"].Expr
+	m := regexp.MustCompile(`time\(\) \+ (\d+)\)`).FindStringSubmatch(expr)
+	if m == nil {
+		t.Fatalf("no lead time in the perform-maintenance alert:\n%s", expr)
+	}
+	leadSeconds, _ := strconv.Atoi(m[1])
+	lead := time.Duration(leadSeconds) * time.Second
+	wall := func(story driver.Duration) time.Duration { return time.Duration(float64(story) / sc.TimeScale) }
+	day := wall(driver.Duration(24 * time.Hour))
+	pools := 0
+	for _, p := range policy.Pools {
+		o := p.Opportunistic
+		if o == nil {
+			continue
+		}
+		pools++
+		name := p.NodeSelector[driver.LabelNodePool]
+		pool := sc.Pool(name)
+		if pool == nil {
+			t.Fatalf("policy pool %s selects node pool %q, which the demo scenario does not have", p.Name, name)
+		}
+		if o.MinNodes >= pool.Nodes {
+			t.Errorf("pool %s: minNodes %d of %d nodes leaves none to maintain", p.Name, o.MinNodes, pool.Nodes)
+		}
+		events := 0
+		for _, e := range sc.Events {
+			if e.Maintenance == nil || e.Maintenance.NodePool != name {
+				continue
+			}
+			events++
+			window := wall(e.At) + wall(e.Maintenance.WindowStartsIn)
+			switch {
+			case !e.Maintenance.CanReschedule:
+				t.Errorf("pool %s: maintenance at %s cannot be rescheduled: nothing to start early", name, time.Duration(e.At))
+			case window-lead < day:
+				t.Errorf("pool %s: the perform-maintenance alert fires %s into the story, within its day (%s)", name, window-lead, day)
+			case wall(e.Maintenance.WindowStartsIn) > time.Duration(o.Window):
+				t.Errorf("pool %s: maintenance %s out, beyond the opportunistic window %s", name, wall(e.Maintenance.WindowStartsIn), time.Duration(o.Window))
+			}
+		}
+		if events == 0 {
+			t.Errorf("pool %s: no maintenance in the story", name)
+		}
+		finishing := false
+		for _, w := range sc.Workloads {
+			if w.RunFor > 0 && len(w.Nodes) > 0 && len(w.Nodes) < pool.Nodes && slices.Contains(w.NodePools, name) {
+				finishing = true
+			}
+		}
+		if !finishing {
+			t.Errorf("pool %s: no Job that leaves a node idle and finishes on the others", name)
+		}
+	}
+	if pools == 0 {
+		t.Error("the demo policy has no pool with opportunistic maintenance")
 	}
 }
 

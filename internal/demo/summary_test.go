@@ -20,7 +20,7 @@ func TestSummaryRender(t *testing.T) {
 				{Name: "gke-b", Pool: "l4"},
 			}},
 		Firing:  map[string]int{"GKESpotNodePreempted": 1, "GKENodeMaintenanceInProgress": 2},
-		Actions: map[string]int{"perform-maintenance succeeded": 2},
+		Actions: map[string]int{"perform-maintenance succeeded": 2, "opportunistic-maintenance succeeded": 1},
 		Nodes: map[string]corev1.Node{
 			"gke-a": {
 				ObjectMeta: metav1.ObjectMeta{
@@ -50,7 +50,7 @@ func TestSummaryRender(t *testing.T) {
 		"Story time day 2 02:30 (288x)   events to come: 3\n",
 		"maintenance scheduled: 1   in maintenance: 1   maintained: 2   preempted: 1   cordoned: 1",
 		"Alerts firing: GKENodeMaintenanceInProgress 2, GKESpotNodePreempted 1",
-		"Actions taken: perform-maintenance succeeded 2",
+		"Actions taken: opportunistic-maintenance succeeded 1, perform-maintenance succeeded 2\n",
 		"perform-maintenance: maintenance-requested  Ready,SchedulingDisabled,maintenance=ONGOING,perform-maintenance",
 		"gke-b  l4    -                   -                                           NotReady",
 		"! Prometheus alerts: connection refused",

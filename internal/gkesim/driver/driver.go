@@ -6,9 +6,11 @@
 // maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
 // Monitoring simulator.
 //
-// No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, finishing deleted
-// pods, node Ready), the workload controllers and scheduler (it recreates the workloads' pods on nodes that can
-// take them) and the disruption controller (PodDisruptionBudget status, which the eviction API depends on).
+// No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, Job pods that
+// succeed after their runFor, finishing deleted pods, node Ready), the workload controllers and scheduler (it
+// creates the workloads' pods from their startAt on nodes that can take them, recreates deleted ones, and records a
+// Job's completions in its status, never running it again where it succeeded) and the disruption controller
+// (PodDisruptionBudget status, which the eviction API depends on).
 package driver
 
 import (

@@ -103,15 +103,6 @@ func (h *history) saw(node string, want ...string) error {
 func startDriver(t *testing.T, scenario string) (*testenv.APIServer, *Driver, *monitoring.Server, *history) {
 	t.Helper()
 	api := testenv.StartAPIServer(t)
-	sc, err := Parse([]byte(scenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mon := monitoring.New(monitoring.Options{SamplePeriod: time.Second})
-	d, err := New(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Options{Client: api.Client, Scenario: sc, Monitoring: mon})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &history{states: map[string][]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactory(api.Client, 0)
@@ -121,15 +112,40 @@ func startDriver(t *testing.T, scenario string) (*testenv.APIServer, *Driver, *m
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("driver: %v", err)
-		}
 		factory.Shutdown()
 	})
+	d, mon, _ := runDriver(t, api, scenario)
+	return api, d, mon, h
+}
+
+// runDriver starts a driver on api and waits until its story has started; stop ends it (the test's cleanup does
+// too) and may be called more than once.
+func runDriver(t *testing.T, api *testenv.APIServer, scenario string) (d *Driver, mon *monitoring.Server, stop func()) {
+	t.Helper()
+	sc, err := Parse([]byte(scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon = monitoring.New(monitoring.Options{SamplePeriod: time.Second})
+	d, err = New(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), Options{Client: api.Client, Scenario: sc, Monitoring: mon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("driver: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-d.Started():
 	case err := <-done:
@@ -137,7 +153,7 @@ func startDriver(t *testing.T, scenario string) (*testenv.APIServer, *Driver, *m
 	case <-time.After(60 * time.Second):
 		t.Fatal("the driver did not register the cluster within 60s")
 	}
-	return api, d, mon, h
+	return d, mon, stop
 }
 
 func podsOn(t *testing.T, api *testenv.APIServer, namespace, node string) []corev1.Pod {

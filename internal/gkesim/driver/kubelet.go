@@ -10,11 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// kubelet is the kubelets' part: pods bound to a Ready node start running, deleted pods stop (after PodShutdown,
-// never beyond their grace period) and are removed. It remembers what it has done per pod, because the informer
-// cache shows its own writes only a moment later.
+// kubelet is the kubelets' part: pods bound to a Ready node start running, a Job's pod succeeds once it has run
+// for its workload's runFor (counted from the pod's start time on the API server, so a restarted driver keeps it),
+// deleted pods stop (after PodShutdown, never beyond their grace period) and are removed. It remembers what it has
+// done per pod, because the informer cache shows its own writes only a moment later.
 type kubelet struct {
 	started      map[types.UID]bool
+	succeeded    map[types.UID]bool
 	deletingSeen map[types.UID]time.Time
 	finished     map[types.UID]bool
 	// deleted pods GKE has evicted; shared with evict.
@@ -24,13 +26,15 @@ type kubelet struct {
 func newKubelet() kubelet {
 	return kubelet{
 		started:      map[types.UID]bool{},
+		succeeded:    map[types.UID]bool{},
 		deletingSeen: map[types.UID]time.Time{},
 		finished:     map[types.UID]bool{},
 		deleted:      map[types.UID]bool{},
 	}
 }
 
-// sync runs the node's pods: it reports new ones running and finishes deleted ones.
+// sync runs the node's pods: it reports new ones running, Job pods that have run their time succeeded, and
+// finishes deleted ones.
 func (k *kubelet) sync(ctx context.Context, d *Driver, sn *simNode, pods []*corev1.Pod, now time.Time) {
 	for _, pod := range pods {
 		if pod.DeletionTimestamp != nil {
@@ -44,7 +48,14 @@ func (k *kubelet) sync(ctx context.Context, d *Driver, sn *simNode, pods []*core
 			}
 			continue
 		}
-		if !sn.ready || k.started[pod.UID] || pod.Status.Phase == corev1.PodRunning {
+		switch pod.Status.Phase {
+		case corev1.PodRunning:
+			k.complete(ctx, d, pod, now)
+			continue
+		case corev1.PodSucceeded, corev1.PodFailed:
+			continue
+		}
+		if !sn.ready || k.started[pod.UID] {
 			continue
 		}
 		pod = pod.DeepCopy()
@@ -56,6 +67,25 @@ func (k *kubelet) sync(ctx context.Context, d *Driver, sn *simNode, pods []*core
 		case !apierrors.IsConflict(err) && !apierrors.IsNotFound(err):
 			d.logger.Warn("reporting pod running", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		}
+	}
+}
+
+// complete reports a running pod succeeded once it has run for its workload's runFor.
+func (k *kubelet) complete(ctx context.Context, d *Driver, pod *corev1.Pod, now time.Time) {
+	runFor := d.runFor(pod)
+	if runFor == 0 || k.succeeded[pod.UID] || pod.Status.StartTime == nil ||
+		now.Before(pod.Status.StartTime.Add(d.clock.wall(runFor))) {
+		return
+	}
+	pod = pod.DeepCopy()
+	pod.Status = succeededStatus(pod, now)
+	_, err := d.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		k.succeeded[pod.UID] = true
+		d.logger.Debug("pod succeeded", "pod", pod.Namespace+"/"+pod.Name, "node", pod.Spec.NodeName)
+	case !apierrors.IsConflict(err) && !apierrors.IsNotFound(err):
+		d.logger.Warn("reporting pod succeeded", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
 }
 
@@ -80,7 +110,7 @@ func (k *kubelet) forget(pods []*corev1.Pod) {
 	for _, pod := range pods {
 		live[pod.UID] = true
 	}
-	for _, m := range []map[types.UID]bool{k.started, k.finished, k.deleted} {
+	for _, m := range []map[types.UID]bool{k.started, k.succeeded, k.finished, k.deleted} {
 		for uid := range m {
 			if !live[uid] {
 				delete(m, uid)

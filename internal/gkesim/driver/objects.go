@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -212,14 +213,16 @@ func templateHash(w *Workload) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 36)
 }
 
+// newJob is an Indexed Job with one completion per node: the completion index says which node a pod is for.
 func newJob(w *Workload, nodes int) *batchv1.Job {
 	n := int32(nodes)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace, Labels: workloadLabels(w)},
 		Spec: batchv1.JobSpec{
-			Parallelism: &n,
-			Completions: &n,
-			Template:    podTemplate(w, corev1.RestartPolicyNever),
+			Parallelism:    &n,
+			Completions:    &n,
+			CompletionMode: ptrTo(batchv1.IndexedCompletion),
+			Template:       podTemplate(w, corev1.RestartPolicyNever),
 		},
 	}
 }
@@ -273,17 +276,27 @@ func podTemplate(w *Workload, restart corev1.RestartPolicy) corev1.PodTemplateSp
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: workloadLabels(w)}, Spec: spec}
 }
 
-// newPod is a pod of a workload bound to node, named the way its controller names pods.
-func newPod(w *Workload, o owner, tmpl corev1.PodTemplateSpec, p *NodePool, node string) *corev1.Pod {
+// newPod is a pod of a workload bound to node, named the way its controller names pods; index is the completion
+// index of an Indexed Job's pod (annotation and label, as the Job controller sets them), -1 for other pods.
+func newPod(w *Workload, o owner, tmpl corev1.PodTemplateSpec, p *NodePool, node string, index int) *corev1.Pod {
 	prefix := o.ref.Name + "-"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    prefix,
 			Namespace:       w.Namespace,
-			Labels:          o.labels,
+			Labels:          maps.Clone(o.labels),
 			OwnerReferences: []metav1.OwnerReference{o.ref},
 		},
 		Spec: *tmpl.Spec.DeepCopy(),
+	}
+	if index >= 0 {
+		i := strconv.Itoa(index)
+		pod.GenerateName = prefix + i + "-"
+		pod.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: i}
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[batchv1.JobCompletionIndexAnnotation] = i
 	}
 	pod.Spec.NodeName = node
 	if w.Kind != KindDaemonSet {
@@ -324,6 +337,30 @@ func runningStatus(pod *corev1.Pod, hostIP string, now time.Time) corev1.PodStat
 	}
 	for _, c := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: t})
+	}
+	return status
+}
+
+// succeededStatus is the status the kubelet reports once the containers of a running pod have exited 0.
+func succeededStatus(pod *corev1.Pod, now time.Time) corev1.PodStatus {
+	t := metav1.NewTime(now)
+	status := *pod.Status.DeepCopy()
+	status.Phase = corev1.PodSucceeded
+	for i := range status.ContainerStatuses {
+		c := &status.ContainerStatuses[i]
+		started := t
+		if c.State.Running != nil {
+			started = c.State.Running.StartedAt
+		}
+		c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 0, Reason: "Completed", StartedAt: started, FinishedAt: t, ContainerID: c.ContainerID}}
+		c.Ready, c.Started = false, ptrTo(false)
+	}
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+			c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "PodCompleted", t
+		}
 	}
 	return status
 }

@@ -123,7 +123,7 @@ func topologyChips(topology string) (int, bool) {
 // Workload kinds.
 const (
 	KindDeployment = "Deployment" // Replicas pods spread over the pools' nodes
-	KindJob        = "Job"        // one pod on every node of the pools (a training job)
+	KindJob        = "Job"        // one pod on every node of the pools, or on the nodes listed (a training job)
 	KindJobSet     = "JobSet"     // a Job owned by a JobSet, one pod on every node of the pools (a slice's training)
 	KindDaemonSet  = "DaemonSet"  // one pod on every node of the pools, also cordoned ones
 )
@@ -140,6 +140,13 @@ type Workload struct {
 	PDB       *PDB     `yaml:"pdb"`
 	// TerminationGracePeriod of the pods (default 30s).
 	TerminationGracePeriod Duration `yaml:"terminationGracePeriod"`
+	// Nodes are indexes into each of its pools the pods run on; none means every node (Job only).
+	Nodes []int `yaml:"nodes"`
+	// StartAt is when the first pods are created (story time from the start; default 0).
+	StartAt Duration `yaml:"startAt"`
+	// RunFor is how long each pod runs before it succeeds (story time; default forever; Job and JobSet only). The
+	// Job is then complete on that node: no pod of it runs there again, even when the finished pod is deleted.
+	RunFor Duration `yaml:"runFor"`
 }
 
 // PDB is a PodDisruptionBudget over a workload's pods: exactly one of its fields.
@@ -390,6 +397,24 @@ func (sc *Scenario) validate() error {
 		for j, name := range w.NodePools {
 			if pools[name] == nil {
 				fail(fmt.Sprintf("%s.nodePools[%d]", key, j), "%q is not a node pool of the scenario", name)
+			}
+		}
+		if w.RunFor != 0 && w.Kind != KindJob && w.Kind != KindJobSet {
+			fail(key+".runFor", "only the pods of a Job or JobSet complete; a %s's run until they are deleted", w.Kind)
+		}
+		if len(w.Nodes) > 0 && w.Kind != KindJob {
+			fail(key+".nodes", "only a Job runs on chosen nodes of its pools; a %s runs on all of them", w.Kind)
+		}
+		listed := map[int]bool{}
+		for j, n := range w.Nodes {
+			if listed[n] {
+				fail(fmt.Sprintf("%s.nodes[%d]", key, j), "node %d is listed twice", n)
+			}
+			listed[n] = true
+		}
+		for _, name := range w.NodePools {
+			if p := pools[name]; p != nil {
+				validIndexes(fail, key+".nodes", w.Nodes, p)
 			}
 		}
 		if w.PDB != nil && (w.PDB.MinAvailable == nil) == (w.PDB.MaxUnavailable == nil) {

@@ -16,6 +16,7 @@ nodePools:
   - {name: tpu, machineType: ct5p-hightpu-4t, zone: europe-west4-b, tpu: {accelerator: tpu-v5p-slice, topology: 2x2x2}, nodes: 2}
 workloads:
   - {name: ds, kind: DaemonSet}
+  - {name: sweep, kind: Job, nodePools: [a3], nodes: [1], startAt: 30m, runFor: 6h}
 events:
   - {at: 1h, maintenance: {nodePool: a3, windowStartsIn: 20h}}
 `))
@@ -36,6 +37,12 @@ events:
 	}
 	if w := sc.Workloads[0]; w.Namespace != "default" || w.TerminationGracePeriod != Duration(30*time.Second) {
 		t.Errorf("workload: %+v", w)
+	}
+	if w := sc.Workloads[1]; w.StartAt != Duration(30*time.Minute) || w.RunFor != Duration(6*time.Hour) || len(w.Nodes) != 1 {
+		t.Errorf("job: %+v", w)
+	}
+	if w := sc.Workloads[0]; w.StartAt != 0 || w.RunFor != 0 {
+		t.Errorf("a workload starts at once and runs forever unless told: %+v", w)
 	}
 	if m := sc.Events[0].Maintenance; m.Type != "SCHEDULED" || m.WindowLength != Duration(time.Hour) {
 		t.Errorf("maintenance: %+v", m)
@@ -95,6 +102,15 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"bad type":          {base + "events: [{maintenance: {nodePool: gpu, type: SOON}}]\n", `"SOON" is not SCHEDULED or UNSCHEDULED`},
 		"preempt on-demand": {base + "events: [{preemption: {nodePool: gpu}}]\n", "not a Spot pool"},
 		"event pool":        {base + "events: [{preemption: {nodePool: x}}]\n", `events[0].preemption.nodePool: "x" is not a node pool`},
+		"deployment runFor": {base + "workloads: [{name: w, kind: Deployment, replicas: 1, nodePools: [gpu], runFor: 1h}]\n",
+			"workloads[0].runFor: only the pods of a Job or JobSet complete; a Deployment's run until they are deleted"},
+		"daemonset runFor": {base + "workloads: [{name: w, kind: DaemonSet, runFor: 1h}]\n", "workloads[0].runFor: only the pods of a Job or JobSet"},
+		"bad runFor":       {base + "workloads: [{name: w, kind: Job, nodePools: [gpu], runFor: -1h}]\n", `"-1h" is not a non-negative duration`},
+		"bad startAt":      {base + "workloads: [{name: w, kind: Job, nodePools: [gpu], startAt: later}]\n", `"later" is not a non-negative duration`},
+		"jobset nodes":     {base + "workloads: [{name: w, kind: JobSet, nodePools: [tpu], nodes: [0]}]\n", "workloads[0].nodes: only a Job runs on chosen nodes"},
+		"job node out of pool": {base + "workloads: [{name: w, kind: Job, nodePools: [gpu, spot], nodes: [1]}]\n",
+			"workloads[0].nodes[0]: node 1 is not in node pool spot (nodes 0 to 0)"},
+		"job node twice": {base + "workloads: [{name: w, kind: Job, nodePools: [gpu], nodes: [1, 1]}]\n", "workloads[0].nodes[1]: node 1 is listed twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -157,5 +173,35 @@ func TestStoryClock(t *testing.T) {
 	tl := timeline(sc, c)
 	if tl[0].index != 1 || tl[1].index != 2 || tl[2].index != 0 {
 		t.Errorf("timeline order %d %d %d, want 1 2 0", tl[0].index, tl[1].index, tl[2].index)
+	}
+}
+
+// TestCompletedIndexes: completion indexes are written as the Job controller writes status.completedIndexes and read
+// back, whatever the order they completed in.
+func TestCompletedIndexes(t *testing.T) {
+	for _, tc := range []struct {
+		indexes []int
+		want    string
+	}{
+		{nil, ""},
+		{[]int{0}, "0"},
+		{[]int{1, 0}, "0,1"},
+		{[]int{0, 1, 2}, "0-2"},
+		{[]int{5, 0, 3, 4, 1, 7, 8}, "0,1,3-5,7,8"},
+	} {
+		set := map[int]bool{}
+		for _, i := range tc.indexes {
+			set[i] = true
+		}
+		got := formatIndexes(set)
+		if got != tc.want {
+			t.Errorf("%v written %q, want %q", tc.indexes, got, tc.want)
+		}
+		if back := formatIndexes(parseIndexes(got, 10)); back != got {
+			t.Errorf("%q read back as %q", got, back)
+		}
+	}
+	if got := formatIndexes(parseIndexes("0,2-4,x,9,3-", 4)); got != "0,2,3" {
+		t.Errorf("indexes beyond the completions or malformed are dropped: got %q, want 0,2,3", got)
 	}
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -22,12 +26,19 @@ const pendingTimeout = 30 * time.Second
 type simWorkload struct {
 	w     *Workload
 	pools map[*NodePool]bool
+	// index numbers the nodes a Job, JobSet or DaemonSet runs a pod on, in scenario order: a Job's completion
+	// index on the node.
+	index map[string]int
 	// expected is the pods the owning controller wants.
 	expected int
 	owner    owner
 	template corev1.PodTemplateSpec
 	// pending are pods created but not yet seen in the cache, by name, with the node and the time of creation.
 	pending map[string]pendingPod
+	// completed are a Job's completion indexes whose pod succeeded; recorded is what the Job's status says
+	// (status.completedIndexes), which outlives the pods and the driver.
+	completed map[int]bool
+	recorded  string
 }
 
 type pendingPod struct {
@@ -36,27 +47,31 @@ type pendingPod struct {
 }
 
 func newSimWorkload(sc *Scenario, w *Workload) *simWorkload {
-	sw := &simWorkload{w: w, pools: map[*NodePool]bool{}, pending: map[string]pendingPod{}}
+	sw := &simWorkload{w: w, pools: map[*NodePool]bool{}, index: map[string]int{}, pending: map[string]pendingPod{},
+		completed: map[int]bool{}}
 	for i := range sc.NodePools {
 		p := &sc.NodePools[i]
-		if len(w.NodePools) == 0 {
+		if len(w.NodePools) == 0 || slices.Contains(w.NodePools, p.Name) {
 			sw.pools[p] = true
 		}
-		for _, name := range w.NodePools {
-			if name == p.Name {
-				sw.pools[p] = true
+		if !sw.pools[p] || w.Kind == KindDeployment {
+			continue
+		}
+		for n := range p.Nodes {
+			if len(w.Nodes) == 0 || slices.Contains(w.Nodes, n) {
+				sw.index[sc.NodeName(p.Name, n)] = len(sw.index)
 			}
 		}
 	}
+	sw.expected = len(sw.index)
 	if w.Kind == KindDeployment {
 		sw.expected = w.Replicas
-	} else {
-		for p := range sw.pools {
-			sw.expected += p.Nodes
-		}
 	}
 	return sw
 }
+
+// job tells whether the workload's pods belong to a Job (of its own or of a JobSet).
+func (sw *simWorkload) job() bool { return sw.w.Kind == KindJob || sw.w.Kind == KindJobSet }
 
 // register creates the namespaces, nodes, workload objects and PodDisruptionBudgets of the scenario; objects that
 // exist already are kept.
@@ -120,6 +135,7 @@ func (d *Driver) registerWorkload(ctx context.Context, sw *simWorkload) error {
 		// The API server adds the controller-uid and job-name labels to the template: the pods carry them.
 		sw.owner = owner{ref: controllerRef("batch/v1", "Job", job.Name, job.UID), labels: job.Spec.Template.Labels}
 		sw.template = job.Spec.Template
+		sw.readCompletions(job)
 	case KindJobSet:
 		api := d.client.BatchV1()
 		job, err := createOrGet(ctx, newJobSetJob(w, sw.expected), api.Jobs(w.Namespace).Create, api.Jobs(w.Namespace).Get)
@@ -128,6 +144,7 @@ func (d *Driver) registerWorkload(ctx context.Context, sw *simWorkload) error {
 		}
 		sw.owner = owner{ref: controllerRef("batch/v1", "Job", job.Name, job.UID), labels: job.Spec.Template.Labels}
 		sw.template = job.Spec.Template
+		sw.readCompletions(job)
 	case KindDaemonSet:
 		api := d.client.AppsV1()
 		ds, err := createOrGet(ctx, newDaemonSet(w), api.DaemonSets(w.Namespace).Create, api.DaemonSets(w.Namespace).Get)
@@ -144,6 +161,13 @@ func (d *Driver) registerWorkload(ctx context.Context, sw *simWorkload) error {
 		}
 	}
 	return nil
+}
+
+// readCompletions takes up what the Job's status records as complete: after a restart the driver does not run a
+// Job's pod again where it succeeded, even when the pod is gone.
+func (sw *simWorkload) readCompletions(job *batchv1.Job) {
+	sw.completed = parseIndexes(job.Status.CompletedIndexes, sw.expected)
+	sw.recorded = formatIndexes(sw.completed)
 }
 
 // newJobSetJob is the one Job of a JobSet's replicated job, as the JobSet controller creates it. Neither the JobSet
@@ -181,18 +205,35 @@ func (sw *simWorkload) ownedBy(pod *corev1.Pod) bool {
 	return ref != nil && ref.UID == sw.owner.ref.UID
 }
 
-// reconcileWorkload creates the pods the workload is missing, as its controller and the scheduler would: a
-// Deployment's replicas on the least loaded nodes that can take them, a Job's or DaemonSet's on every node of its
-// pools that has none.
+// reconcileWorkload creates the pods the workload is missing once its start has come, as its controller and the
+// scheduler would: a Deployment's replicas on the least loaded nodes that can take them, a Job's or DaemonSet's on
+// each of its nodes that has none, except where the Job is complete. A Job's pod deleted before it succeeded is
+// replaced by a new one, which runs the full runFor again.
 func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []*corev1.Pod, now time.Time) {
 	perNode := map[string]int{}
 	live := 0
+	var firstStart time.Time
 	for _, pod := range pods {
 		delete(sw.pending, pod.Name)
-		if pod.DeletionTimestamp == nil && sw.ownedBy(pod) {
+		if !sw.ownedBy(pod) {
+			continue
+		}
+		if t := pod.Status.StartTime; t != nil && (firstStart.IsZero() || t.Time.Before(firstStart)) {
+			firstStart = t.Time
+		}
+		if pod.Status.Phase == corev1.PodSucceeded {
+			if i, ok := completionIndex(pod); ok && sw.job() && i < sw.expected {
+				sw.completed[i] = true
+			}
+			continue
+		}
+		if pod.DeletionTimestamp == nil {
 			perNode[pod.Spec.NodeName]++
 			live++
 		}
+	}
+	if sw.job() && formatIndexes(sw.completed) != sw.recorded {
+		d.recordCompletions(ctx, sw, firstStart, now)
 	}
 	for name, p := range sw.pending {
 		if now.Sub(p.created) > pendingTimeout {
@@ -202,6 +243,9 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 		perNode[p.node]++
 		live++
 	}
+	if d.clock.story(now) < time.Duration(sw.w.StartAt) {
+		return
+	}
 	var candidates []*simNode
 	for _, sn := range d.nodes {
 		if sw.pools[sn.pool] && d.placeable(sw, sn) {
@@ -210,8 +254,9 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 	}
 	if sw.w.Kind != KindDeployment {
 		for _, sn := range candidates {
-			if perNode[sn.name] == 0 {
-				d.createPod(ctx, sw, sn, now)
+			i, ok := sw.index[sn.name]
+			if ok && perNode[sn.name] == 0 && !sw.completed[i] {
+				d.createPod(ctx, sw, sn, i, now)
 			}
 		}
 		return
@@ -219,15 +264,19 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 	for missing := sw.w.Replicas - live; missing > 0 && len(candidates) > 0; missing-- {
 		sort.SliceStable(candidates, func(a, b int) bool { return perNode[candidates[a].name] < perNode[candidates[b].name] })
 		sn := candidates[0]
-		if !d.createPod(ctx, sw, sn, now) {
+		if !d.createPod(ctx, sw, sn, -1, now) {
 			return
 		}
 		perNode[sn.name]++
 	}
 }
 
-func (d *Driver) createPod(ctx context.Context, sw *simWorkload, sn *simNode, now time.Time) bool {
-	pod := newPod(sw.w, sw.owner, sw.template, sn.pool, sn.name)
+// createPod creates a pod of the workload on sn; index is its Job completion index, -1 for other kinds.
+func (d *Driver) createPod(ctx context.Context, sw *simWorkload, sn *simNode, index int, now time.Time) bool {
+	if !sw.job() {
+		index = -1
+	}
+	pod := newPod(sw.w, sw.owner, sw.template, sn.pool, sn.name, index)
 	created, err := d.client.CoreV1().Pods(sw.w.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		d.logger.Warn("creating pod", "workload", sw.w.Namespace+"/"+sw.w.Name, "node", sn.name, "err", err)
@@ -235,6 +284,98 @@ func (d *Driver) createPod(ctx context.Context, sw *simWorkload, sn *simNode, no
 	}
 	sw.pending[created.Name] = pendingPod{node: sn.name, created: now}
 	return true
+}
+
+// recordCompletions writes the Job's completed indexes and succeeded count into its status, and once every index
+// is complete the Complete condition, as the Job controller does. A failed write is tried again on the next pass.
+func (d *Driver) recordCompletions(ctx context.Context, sw *simWorkload, firstStart, now time.Time) {
+	indexes := formatIndexes(sw.completed)
+	jobs := d.client.BatchV1().Jobs(sw.w.Namespace)
+	job, err := jobs.Get(ctx, sw.owner.ref.Name, metav1.GetOptions{})
+	if err != nil {
+		d.logger.Warn("reading job to record completions", "job", sw.w.Namespace+"/"+sw.owner.ref.Name, "err", err)
+		return
+	}
+	t := metav1.NewTime(now)
+	if job.Status.StartTime == nil {
+		start := t
+		if !firstStart.IsZero() {
+			start = metav1.NewTime(firstStart)
+		}
+		job.Status.StartTime = &start
+	}
+	job.Status.CompletedIndexes = indexes
+	job.Status.Succeeded = int32(len(sw.completed))
+	if len(sw.completed) == sw.expected && job.Status.CompletionTime == nil {
+		job.Status.CompletionTime = &t
+		for _, c := range []batchv1.JobConditionType{batchv1.JobSuccessCriteriaMet, batchv1.JobComplete} {
+			job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue,
+				Reason: batchv1.JobReasonCompletionsReached, Message: "Reached expected number of succeeded pods",
+				LastProbeTime: t, LastTransitionTime: t})
+		}
+	}
+	if _, err := jobs.UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		if !apierrors.IsConflict(err) {
+			d.logger.Warn("recording job completions", "job", job.Namespace+"/"+job.Name, "err", err)
+		}
+		return
+	}
+	sw.recorded = indexes
+	d.logger.Info("job pods completed", "job", job.Namespace+"/"+job.Name, "completed_indexes", indexes,
+		"succeeded", len(sw.completed), "completions", sw.expected)
+}
+
+// completionIndex reads a Job pod's completion index annotation.
+func completionIndex(pod *corev1.Pod) (int, bool) {
+	i, err := strconv.Atoi(pod.Annotations[batchv1.JobCompletionIndexAnnotation])
+	return i, err == nil && i >= 0
+}
+
+// formatIndexes writes completion indexes as the Job controller does in status.completedIndexes: ascending,
+// consecutive runs of three or more as ranges ("0,1,3-5").
+func formatIndexes(set map[int]bool) string {
+	indexes := slices.Sorted(maps.Keys(set))
+	var b strings.Builder
+	for i := 0; i < len(indexes); {
+		j := i
+		for j+1 < len(indexes) && indexes[j+1] == indexes[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(indexes[i]))
+		switch {
+		case j == i+1:
+			b.WriteString("," + strconv.Itoa(indexes[j]))
+		case j > i+1:
+			b.WriteString("-" + strconv.Itoa(indexes[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// parseIndexes reads status.completedIndexes, keeping the indexes below completions.
+func parseIndexes(s string, completions int) map[int]bool {
+	set := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.Atoi(hi); err != nil {
+				continue
+			}
+		}
+		for i := max(first, 0); i <= last && i < completions; i++ {
+			set[i] = true
+		}
+	}
+	return set
 }
 
 // reconcilePDB keeps the workload's PodDisruptionBudget status current, as the disruption controller does.
@@ -262,4 +403,15 @@ func (d *Driver) reconcilePDB(ctx context.Context, sw *simWorkload, pods []*core
 	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 		d.logger.Warn("updating disruption budget status", "pdb", pdb.Namespace+"/"+pdb.Name, "err", err)
 	}
+}
+
+// runFor is how long (story time) the pod runs before it succeeds: its Job's runFor, 0 for pods that run until
+// they are deleted.
+func (d *Driver) runFor(pod *corev1.Pod) time.Duration {
+	for _, sw := range d.workloads {
+		if sw.job() && sw.ownedBy(pod) {
+			return time.Duration(sw.w.RunFor)
+		}
+	}
+	return 0
 }
