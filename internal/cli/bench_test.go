@@ -26,7 +26,7 @@ func BenchmarkRenderStatus(b *testing.B) {
 	opts := StatusOptions{Output: OutputTable, Now: clock}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := Render(io.Discard, nodes, opts); err != nil {
+		if err := Render(io.Discard, Snapshot{Nodes: nodes, PolicyUnknown: "not read", WorkloadsUnknown: "not read"}, opts); err != nil {
 			b.Fatal(err)
 		}
 	}
