@@ -154,22 +154,26 @@ func StatusOf(node *corev1.Node) NodeStatus {
 
 // Statuses are the rows for nodes, sorted by maintenance start (none last), then name.
 func Statuses(nodes []*corev1.Node, all bool) []NodeStatus {
-	return rowsOf(statusesOf(nodes, nil), all)
+	return rowsOf(statusesOf(nodes), all)
 }
 
-// statusesOf reads the nodes, and the workloads on each where on is given.
-func statusesOf(nodes []*corev1.Node, on func(node string) ([]workloads.Workload, bool)) []NodeStatus {
+func statusesOf(nodes []*corev1.Node) []NodeStatus {
 	out := make([]NodeStatus, len(nodes))
 	for i, n := range nodes {
 		out[i] = StatusOf(n)
-		if on != nil {
-			out[i].Workloads, out[i].workloadsWatched = on(n.Name)
-			if out[i].workloadsWatched && out[i].Workloads == nil {
-				out[i].Workloads = []workloads.Workload{}
-			}
-		}
 	}
 	return out
+}
+
+// withWorkloads fills in the rows' workloads from on (the workloads collector's WorkloadsOn).
+func withWorkloads(rows []NodeStatus, on func(node string) ([]workloads.Workload, bool)) {
+	for i := range rows {
+		r := &rows[i]
+		r.Workloads, r.workloadsWatched = on(r.Node)
+		if r.workloadsWatched && r.Workloads == nil {
+			r.Workloads = []workloads.Workload{}
+		}
+	}
 }
 
 func rowsOf(statuses []NodeStatus, all bool) []NodeStatus {
@@ -244,8 +248,11 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		}
 	}
 	now := opts.Now()
-	statuses := statusesOf(selected, snap.Workloads)
+	statuses := statusesOf(selected)
 	rows := rowsOf(statuses, opts.All)
+	if snap.Workloads != nil {
+		withWorkloads(rows, snap.Workloads)
+	}
 	var budgets *Budgets
 	if snap.Policy != nil {
 		budgets = budgetsOf(snap.Policy, snap.Nodes, now)
@@ -506,6 +513,9 @@ const clearScreen = "\x1b[H\x1b[2J"
 func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, w io.Writer, terminal bool, opts StatusOptions) error {
 	s, err := start(ctx, client, meta, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while reading the cluster
+		}
 		return err
 	}
 	defer s.stop()
