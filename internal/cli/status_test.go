@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -511,4 +512,37 @@ func TestStatusOfMalformed(t *testing.T) {
 	if s := StatusOf(n); !s.Interesting() || len(s.GKEState) != 1 || s.GKEState[0] != "cordoned" {
 		t.Errorf("cordoned node with malformed signals: %+v", s)
 	}
+}
+
+// TestRenderSlicesAndUnknownWorkloads renders, from nodes in memory, a rolling pool of two 2-host TPU slices (its
+// budget counts slices) with a percentage minAvailable, a policy with no windows, and workloads that could not be
+// read.
+func TestRenderSlicesAndUnknownWorkloads(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+pools:
+  - name: tpu
+    nodeSelector: {cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice}
+    maxUnavailable: 1
+    minAvailable: 50%
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for _, name := range []string{"slice-a-0", "slice-a-1", "slice-b-0", "slice-b-1"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			gke.LabelNodePool: name[:7], gke.LabelTPUAccelerator: "tpu-v5-lite-podslice", gke.LabelTPUTopology: "2x4",
+			gke.LabelInstanceType: "ct5lp-hightpu-4t"}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		nodes = append(nodes, n)
+	}
+	nodes[0].Labels[gke.LabelScheduledMaintenanceTime] = epoch(time.Hour)
+	nodes[1].Spec.Unschedulable = true
+	var out bytes.Buffer
+	snap := Snapshot{Nodes: nodes, Policy: &Policy{Config: cfg, Source: "file policy.yaml"},
+		WorkloadsUnknown: `permission denied (RBAC) listing pods: pods is forbidden: User "someone" cannot list resource "pods"`}
+	if err := Render(&out, snap, StatusOptions{Output: OutputTable, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status-slices.table", out.Bytes())
 }
