@@ -419,8 +419,9 @@ type session struct {
 	stop             func()
 }
 
-// start checks the flags, reads the policy and starts the workloads collector; listNodes is the first read of the
-// API server, whose failure (unreachable, credentials, RBAC) is the command's.
+// start checks the flags, reads the policy and starts the workloads collector. Listing nodes is the first read of
+// the API server, and its failure (unreachable, credentials, RBAC) the command's; what fails after it is a header
+// line.
 func start(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, opts StatusOptions) (*session, error) {
 	if _, err := opts.selector(); err != nil {
 		return nil, err
@@ -452,6 +453,7 @@ func start(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 		s.workloadsUnknown = apiError(what, err).Error()
 		return s, nil
 	}
+	// Only the collector's placement of workloads is read: its readiness thresholds do not matter here.
 	col, err := workloads.New(slog.New(slog.DiscardHandler), client, meta, readiness.Config{})
 	if err != nil {
 		return nil, err
