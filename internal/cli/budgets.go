@@ -107,10 +107,10 @@ func writeBudgets(w io.Writer, b *Budgets, now time.Time) {
 	}
 	fmt.Fprintf(w, "Now: %s\n", strings.Join(state, ", "))
 	if b.Cluster.Limit != nil {
-		fmt.Fprintf(w, "Cluster cap: %d/%d disrupted (maxDisruptedNodes %s, %d nodes)\n",
-			b.Cluster.Disrupted, *b.Cluster.Limit, b.Cluster.MaxDisruptedNodes, b.Cluster.Nodes)
+		fmt.Fprintf(w, "Cluster cap: %d/%d disrupted (maxDisruptedNodes %s, %s)\n",
+			b.Cluster.Disrupted, *b.Cluster.Limit, b.Cluster.MaxDisruptedNodes, nodeCount(b.Cluster.Nodes))
 	} else {
-		fmt.Fprintf(w, "Cluster cap: none (%d of %d nodes disrupted)\n", b.Cluster.Disrupted, b.Cluster.Nodes)
+		fmt.Fprintf(w, "Cluster cap: none (%d of %s disrupted)\n", b.Cluster.Disrupted, nodeCount(b.Cluster.Nodes))
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLICY-POOL\tSTRATEGY\tNODES\tDISRUPTED\tAVAILABLE")
@@ -135,4 +135,11 @@ func writeBudgets(w io.Writer, b *Budgets, now time.Time) {
 		fmt.Fprintf(tw, "(no pool: refused)\t-\t%d\t-\t-\n", b.UnmatchedNodes)
 	}
 	tw.Flush()
+}
+
+func nodeCount(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return strconv.Itoa(n) + " nodes"
 }

@@ -414,19 +414,21 @@ func (b *syncBuffer) String() string {
 }
 
 // TestWatchRedraws drives --watch against a real API server: a GPU node gaining maintenance, a pod landing on it,
-// the API server restarting, GKE starting the maintenance, then the node deleted, each redraw the table; a change
-// that alters nothing shown draws nothing.
+// the API server restarting, GKE starting the maintenance (the budgets' counts follow), then the node deleted, each
+// redraw the table; a change that alters nothing shown draws nothing.
 func TestWatchRedraws(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	meta, err := metadata.NewForConfig(api.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	policy := policyFile(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, api.Client, meta, out, true, StatusOptions{Output: OutputTable, Now: clock, SyncTimeout: 30 * time.Second})
+		done <- Watch(ctx, api.Client, meta, out, true, StatusOptions{Output: OutputTable, Now: clock, SyncTimeout: 30 * time.Second,
+			PolicyFile: policy})
 	}()
 	defer func() {
 		cancel()
@@ -450,9 +452,22 @@ func TestWatchRedraws(t *testing.T) {
 	}
 	waitFrames(1, "No nodes with maintenance pending")
 
+	// Created, then reported Ready: one frame or two, as the watch sees the two changes; the last counts it in the
+	// header, with no row yet, and undisrupted.
 	createNodes(t, api.Client, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "gke-a3-0",
 		Labels: map[string]string{gke.LabelNodePool: "a3-train", gke.LabelAccelerator: "nvidia-h100-80gb"}}}})
-	waitFrames(2, "a3-train  1") // the header counts it; no row yet
+	var n int
+	testenv.Eventually(t, 30*time.Second, "the node counted", func() error {
+		f := frames()
+		last := f[len(f)-1]
+		for _, want := range []string{"a3-train  1", "Cluster cap: 0/1 disrupted", "No nodes with maintenance pending"} {
+			if !strings.Contains(last, want) {
+				return fmt.Errorf("frame %d lacks %q:\n%s", len(f), want, last)
+			}
+		}
+		n = len(f)
+		return nil
+	})
 
 	patch := func(body string) {
 		t.Helper()
@@ -462,7 +477,7 @@ func TestWatchRedraws(t *testing.T) {
 		}
 	}
 	patch(`{"metadata":{"labels":{"` + gke.LabelScheduledMaintenanceTime + `":"` + epoch(2*time.Hour) + `"}}}`)
-	waitFrames(3, "(in 2h00m)")
+	waitFrames(n+1, "(in 2h00m)")
 	row := func(frame int) string {
 		for _, line := range strings.Split(frames()[frame-1], "\n") {
 			if strings.HasPrefix(line, "gke-a3-0 ") {
@@ -471,31 +486,34 @@ func TestWatchRedraws(t *testing.T) {
 		}
 		return ""
 	}
-	if r := row(3); !strings.HasSuffix(r, "  -") {
-		t.Errorf("frame 3: row %q, want no workloads on the empty GPU node", r)
+	if r := row(n + 1); !strings.HasSuffix(r, "  -") {
+		t.Errorf("frame %d: row %q, want no workloads on the empty GPU node", n+1, r)
 	}
 
 	// A pod landing on the node: the workloads collector's watch redraws, no node changed.
 	runPod(t, api.Client, "default", "solo", "gke-a3-0", nil, nil)
-	waitFrames(4, "default/solo")
-	if r := row(4); !strings.HasSuffix(r, "  default/solo") {
-		t.Errorf("frame 4: row %q, want the pod's workload last", r)
+	waitFrames(n+2, "default/solo")
+	if r := row(n + 2); !strings.HasSuffix(r, "  default/solo") {
+		t.Errorf("frame %d: row %q, want the pod's workload last", n+2, r)
 	}
 
 	// The API server restarting under the watch: the informer reconnects and later changes still redraw.
 	api.Restart()
 
-	// An annotation nobody shows: no redraw. The next change's frame must be the fifth.
+	// An annotation nobody shows: no redraw. The next change's frame must be the next one.
 	patch(`{"metadata":{"annotations":{"example.com/unrelated":"x"}}}`)
 	patch(`{"metadata":{"labels":{"` + gke.LabelActiveNodeMaintenance + `":"ONGOING"}}}`)
-	waitFrames(5, "active-node-maintenance=ongoing")
+	waitFrames(n+3, "active-node-maintenance=ongoing")
+	if f := frames()[n+2]; !strings.Contains(f, "Cluster cap: 1/1 disrupted") {
+		t.Errorf("frame %d: want the node in maintenance counted against the cap:\n%s", n+3, f)
+	}
 
 	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), "gke-a3-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFrames(6, "No nodes with maintenance pending")
-	if n := len(frames()); n != 6 {
-		t.Errorf("%d frames, want 6", n)
+	waitFrames(n+4, "No nodes with maintenance pending")
+	if got := len(frames()); got != n+4 {
+		t.Errorf("%d frames, want %d", got, n+4)
 	}
 }
 
