@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -55,7 +59,9 @@ func runMain(t *testing.T, args ...string) (int, string, string) {
 }
 
 // kubeconfigs writes, next to the API server's admin kubeconfig, one with contexts "nobody", acting as a user with
-// no rights, and "node-reader", a user who may read nodes and pods only (impersonation), one with a bad token and one pointing at a port nothing listens on.
+// no rights, "node-reader", a user who may read nodes and pods only, and "deployment-reader", who may also read
+// Deployments (impersonation, rights granted by the tests), one with a bad token and one pointing at a port nothing
+// listens on.
 func kubeconfigs(t *testing.T, api *testenv.APIServer) (withNobody, badToken, unreachable string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -72,7 +78,7 @@ func kubeconfigs(t *testing.T, api *testenv.APIServer) (withNobody, badToken, un
 		return path
 	}
 	withNobody = write("nobody", func(k *clientcmdapi.Config) {
-		for _, user := range []string{"nobody", "node-reader"} {
+		for _, user := range []string{"nobody", "node-reader", "deployment-reader"} {
 			admin := *k.AuthInfos["admin"]
 			admin.Impersonate = user
 			k.AuthInfos[user] = &admin
@@ -102,13 +108,22 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 
 	grantNodeReader(t, api)
 	code, stdout, stderr := runMain(t, "status", "--kubeconfig="+withNobody, "--context=localenv", "-o", "json")
-	if code != 0 || strings.TrimSpace(stdout) != "[]" || stderr != "" {
+	report := statusReport(t, stdout)
+	if code != 0 || len(report.Nodes) != 0 || stderr != "" || report.WorkloadsUnknown != "" ||
+		!strings.Contains(report.BudgetsUnknown, `deployments.apps "gke-disruption-exporter-actions" not found`) {
 		t.Errorf("status as admin: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	// Reading nodes is enough for status: what else is denied is a header line, not a failure.
 	testenv.Eventually(t, 30*time.Second, "status as node-reader", func() error {
 		code, stdout, stderr := runMain(t, "status", "--kubeconfig="+withNobody, "--context=node-reader", "-o", "json")
-		if code != 0 || strings.TrimSpace(stdout) != "[]" {
+		if code != 0 || stderr != "" {
 			return fmt.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		report := statusReport(t, stdout)
+		if len(report.Nodes) != 0 || report.Budgets != nil ||
+			!strings.HasPrefix(report.WorkloadsUnknown, `permission denied (RBAC) listing PodDisruptionBudgets`) ||
+			!strings.HasPrefix(report.BudgetsUnknown, `permission denied (RBAC) reading Deployment gke-disruption-exporter/gke-disruption-exporter-actions`) {
+			return fmt.Errorf("stdout %s", stdout)
 		}
 		return nil
 	})
@@ -122,10 +137,16 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 		t.Errorf("audit --fail-on=bogus: exit %d, stderr %q; want 2 naming the value", code, stderr)
 	}
 
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("pools:\n  - name: all\n    maxUnavailable: none\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, want string
 		args       []string
 	}{
+		{"bad policy file", "policy file " + policy + `: pools[0].maxUnavailable: "none" is neither a count`,
+			[]string{"--kubeconfig=" + withNobody, "--context=localenv", "--config.file=" + policy}},
 		{"RBAC denied", `permission denied (RBAC) listing nodes: nodes is forbidden: User "nobody" cannot list resource "nodes"`,
 			[]string{"--kubeconfig=" + withNobody, "--context=nobody"}},
 		{"RBAC denied a resource audit reads", `permission denied (RBAC) listing PodDisruptionBudgets: poddisruptionbudgets.policy is forbidden: User "node-reader"`,
@@ -136,7 +157,10 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 	} {
 		for _, command := range []string{"status", "audit"} {
 			if tc.name == "RBAC denied a resource audit reads" && command == "status" {
-				continue // status needs only nodes: checked below
+				continue // status needs only nodes: checked above
+			}
+			if tc.name == "bad policy file" && command == "audit" {
+				continue // a status flag
 			}
 			t.Run(tc.name+"/"+command, func(t *testing.T) {
 				variants := [][]string{nil}
@@ -155,22 +179,103 @@ func TestTerminalCommandsExitCodes(t *testing.T) {
 	}
 }
 
+// statusReport parses status's JSON output.
+func statusReport(t *testing.T, stdout string) cli.Report {
+	t.Helper()
+	var r cli.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Errorf("status -o json: %v in %q", err, stdout)
+	}
+	return r
+}
+
 // grantNodeReader lets user node-reader list and watch nodes and pods, nothing else.
 func grantNodeReader(t *testing.T, api *testenv.APIServer) {
 	t.Helper()
+	grant(t, api, "node-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "pods"},
+		Verbs: []string{"get", "list", "watch"}})
+}
+
+// grant gives user the rules through a ClusterRole and binding of its name.
+func grant(t *testing.T, api *testenv.APIServer, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := api.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes", "pods"},
-			Verbs: []string{"get", "list", "watch"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := api.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "node-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: "node-reader"}},
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: "rbac.authorization.k8s.io", Name: user}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStatusBudgets runs status as a process: budgets from the actions Deployment's ConfigMap, from a local file,
+// and, when the Deployment is elsewhere or RBAC denies the ConfigMap, a header line and exit 0.
+func TestStatusBudgets(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	withNobody, _, _ := kubeconfigs(t, api)
+	ctx := context.Background()
+	ns := "gke-disruption-exporter"
+	if _, err := api.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const doc = "maxDisruptedNodes: 10\npools:\n  - name: serving\n    nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}\n"
+	if _, err := api.Client.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "policy-7fk2"},
+		Data: map[string]string{"policy.yaml": doc}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app.kubernetes.io/component": "actions"}
+	if _, err := api.Client.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "gke-disruption-exporter-actions"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: v1.PodSpec{
+				Containers: []v1.Container{{Name: "actions", Image: "example.com/gke-disruption-exporter",
+					Args:         []string{"actions", "--config.file=/etc/gke-disruption-exporter/policy/policy.yaml"},
+					VolumeMounts: []v1.VolumeMount{{Name: "policy", MountPath: "/etc/gke-disruption-exporter/policy"}}}},
+				Volumes: []v1.Volume{{Name: "policy", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+					LocalObjectReference: v1.LocalObjectReference{Name: "policy-7fk2"}}}}},
+			}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	readyNodeWithMaintenance(t, api, "gke-l4-0")
+	admin := []string{"status", "--kubeconfig=" + withNobody, "--context=localenv"}
+
+	code, stdout, stderr := runMain(t, admin...)
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "Policy: ConfigMap gke-disruption-exporter/policy-7fk2 key policy.yaml") ||
+		!strings.Contains(stdout, "Cluster cap: 0/10 disrupted") || !strings.Contains(stdout, "serving ") {
+		t.Errorf("discovered: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte("paused: true\n"+doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runMain(t, append(admin, "--config.file="+file, "-o", "json")...)
+	if r := statusReport(t, stdout); code != 0 || stderr != "" || r.Budgets == nil || r.Budgets.Source != "file "+file || !r.Budgets.Paused ||
+		len(r.Budgets.Pools) != 1 || r.Budgets.Pools[0].Nodes != 1 || len(r.Nodes) != 1 {
+		t.Errorf("local file: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+
+	code, stdout, _ = runMain(t, append(admin, "--actions.deployment=elsewhere/actions")...)
+	if want := `Budgets unknown: reading Deployment elsewhere/actions: deployments.apps "actions" not found`; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("no Deployment: exit %d, want %q in\n%s", code, want, stdout)
+	}
+
+	grant(t, api, "deployment-reader",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}})
+	testenv.Eventually(t, 30*time.Second, "status as deployment-reader", func() error {
+		code, stdout, stderr := runMain(t, "status", "--kubeconfig="+withNobody, "--context=deployment-reader")
+		want := `Budgets unknown: permission denied (RBAC) reading ConfigMap gke-disruption-exporter/policy-7fk2: configmaps "policy-7fk2" is forbidden`
+		if code != 0 || stderr != "" || !strings.Contains(stdout, want) || !strings.Contains(stdout, "gke-l4-0 ") {
+			return fmt.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+		}
+		return nil
+	})
 }

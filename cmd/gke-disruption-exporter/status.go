@@ -9,6 +9,7 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
+	k8smetadata "k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
@@ -24,18 +25,26 @@ func statusCommand(app *kingpin.Application) runFunc {
 	selector := cmd.Flag("selector", "Label selector over nodes (kubectl's -l).").Short('l').String()
 	pool := cmd.Flag("pool", "Only the nodes of this node pool.").String()
 	all := cmd.Flag("all", "Every node, not only those with something pending or in progress.").Bool()
-	watch := cmd.Flag("watch", "Redraw whenever a node changes.").Short('w').Bool()
+	watch := cmd.Flag("watch", "Redraw whenever a node, or the workloads on it, change.").Short('w').Bool()
+	policyFile := cmd.Flag("config.file", "The actions policy file (YAML) to report budgets against; default: the policy of --actions.deployment.").String()
+	actionsDeployment := cmd.Flag("actions.deployment", "The actions service's Deployment (NAMESPACE/NAME), whose policy ConfigMap gives the budgets.").
+		Default(cli.DefaultActionsDeployment).String()
 
 	return func(ctx context.Context, _ *slog.Logger) error {
-		_, client, err := cliClient(*kubeconfig, *kubeContext)
+		cfg, client, err := cliClient(*kubeconfig, *kubeContext)
 		if err != nil {
 			return err
 		}
-		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Output: *output, Now: time.Now}
-		if *watch {
-			return cliExit(cli.Watch(ctx, client, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())), opts))
+		meta, err := k8smetadata.NewForConfig(cfg)
+		if err != nil {
+			return cliExit(err)
 		}
-		return cliExit(cli.Status(ctx, client, os.Stdout, opts))
+		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Output: *output, Now: time.Now,
+			PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment}
+		if *watch {
+			return cliExit(cli.Watch(ctx, client, meta, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())), opts))
+		}
+		return cliExit(cli.Status(ctx, client, meta, os.Stdout, opts))
 	}
 }
 

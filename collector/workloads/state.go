@@ -148,6 +148,11 @@ type state struct {
 	counts    [numFamilies]int
 	dirty     map[*workload]bool
 	cluster   []byte // the cluster checks' findings
+
+	// placement tells, once per flush that moved a workload onto or off a node or changed which nodes are
+	// watched, that WorkloadsOn would answer differently; placed records such a change until then.
+	placement chan struct{}
+	placed    bool
 }
 
 func newState(cfg readiness.Config, lookup OwnerLookup) *state {
@@ -156,7 +161,7 @@ func newState(cfg readiness.Config, lookup OwnerLookup) *state {
 		nodes: map[string]*nodeInfo{}, pods: map[podKey]*pod{}, namespaces: map[string]string{},
 		owners: map[types.UID]*ownerRef{}, labelSets: map[string]*labelSet{}, unresolved: map[types.UID]bool{},
 		pdbs: map[string]map[string]*pdbInfo{}, workloads: map[workloadKey]*workload{}, byNode: map[string][]*workload{},
-		dirty: map[*workload]bool{},
+		dirty: map[*workload]bool{}, placement: make(chan struct{}, 1),
 	}
 }
 
@@ -169,6 +174,13 @@ func (s *state) flush() {
 		delete(s.dirty, w)
 	}
 	s.renderCluster()
+	if s.placed {
+		s.placed = false
+		select {
+		case s.placement <- struct{}{}:
+		default: // one signal pending is enough
+		}
+	}
 }
 
 // setNode records a node added or changed.
@@ -199,6 +211,9 @@ func (s *state) applyNode(n nodeInfo) {
 	if n.Accelerated {
 		s.accel++
 	}
+	if !existed || old.interesting() != n.interesting() {
+		s.placed = true
+	}
 	if !existed || old.Node != n.Node {
 		// Pods on the node were kept while it was unknown, or its kind changed: look at them again.
 		s.repods(func(p *pod) bool { return p.node == n.name })
@@ -218,6 +233,7 @@ func (s *state) deleteNode(name string) {
 		s.accel--
 	}
 	delete(s.nodes, name)
+	s.placed = true
 	s.repods(func(p *pod) bool { return p.node == name })
 	s.touchNode(name)
 	s.flush()
@@ -236,6 +252,7 @@ func (s *state) replaceNodes(nodes []nodeInfo) {
 			s.accel++
 		}
 	}
+	s.placed = true
 	s.repods(func(*pod) bool { return true })
 	for _, w := range s.dense {
 		s.dirty[w] = true
@@ -256,6 +273,7 @@ func (s *state) leaveNode(w *workload, node string) {
 		return
 	}
 	delete(w.nodes, node)
+	s.placed = true
 	list := s.byNode[node]
 	for i, x := range list {
 		if x == w {
@@ -429,6 +447,7 @@ func (s *state) addToWorkload(key podKey, p *pod) {
 	w.pods++
 	if w.nodes[p.node]++; w.nodes[p.node] == 1 {
 		s.byNode[p.node] = append(s.byNode[p.node], w)
+		s.placed = true
 	}
 	p.findings = s.podFindings(key.namespace, p)
 	s.countFindings(p, 1)

@@ -112,26 +112,34 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 // preflight reads one of everything the collector watches, so an unreachable server or a missing permission is
 // one clear line rather than reflectors retrying forever.
 func preflight(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) error {
-	one := metav1.ListOptions{Limit: 1}
-	if _, err := client.CoreV1().Nodes().List(ctx, one); err != nil {
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return apiError("listing nodes", err)
 	}
+	if what, err := readAccess(ctx, client, meta); err != nil {
+		return apiError(what, err)
+	}
+	return nil
+}
+
+// readAccess reads one of everything the workloads collector watches besides nodes; on failure what names the read.
+func readAccess(ctx context.Context, client kubernetes.Interface, meta metadata.Interface) (what string, err error) {
+	one := metav1.ListOptions{Limit: 1}
 	if _, err := client.CoreV1().Pods("").List(ctx, one); err != nil {
-		return apiError("listing pods", err)
+		return "listing pods", err
 	}
 	if _, err := client.PolicyV1().PodDisruptionBudgets("").List(ctx, one); err != nil {
-		return apiError("listing PodDisruptionBudgets", err)
+		return "listing PodDisruptionBudgets", err
 	}
 	for _, gvr := range workloads.OwnerResources() {
 		if _, err := meta.Resource(gvr).List(ctx, one); err != nil {
-			return apiError("listing "+gvr.Resource, err)
+			return "listing " + gvr.Resource, err
 		}
 	}
-	_, err := client.CoreV1().ConfigMaps(gke.NamespaceDisruptionHandling).Get(ctx, gke.ConfigMapDisruptionHandling, metav1.GetOptions{})
+	_, err = client.CoreV1().ConfigMaps(gke.NamespaceDisruptionHandling).Get(ctx, gke.ConfigMapDisruptionHandling, metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return apiError("reading ConfigMap "+gke.NamespaceDisruptionHandling+"/"+gke.ConfigMapDisruptionHandling, err)
+		return "reading ConfigMap " + gke.NamespaceDisruptionHandling + "/" + gke.ConfigMapDisruptionHandling, err
 	}
-	return nil
+	return "", nil
 }
 
 // findingsSeries is the collector's gke_readiness_findings family.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,14 +14,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
 // Output formats of status (-o).
@@ -37,6 +43,12 @@ type StatusOptions struct {
 	All      bool   // every node, not only those with something pending or in progress
 	Output   string
 	Now      func() time.Time
+	// PolicyFile is a local actions policy (--config.file); when empty the policy is read from the ConfigMap of
+	// ActionsDeployment (namespace/name, default DefaultActionsDeployment).
+	PolicyFile        string
+	ActionsDeployment string
+	// SyncTimeout bounds the initial read of pods and their owners (default one minute).
+	SyncTimeout time.Duration
 }
 
 func (o StatusOptions) selector() (labels.Selector, error) {
@@ -77,6 +89,12 @@ type NodeStatus struct {
 	ActionState   string   `json:"actionState,omitempty"`
 	ActionReason  string   `json:"actionReason,omitempty"`
 	TPUSliceHosts int      `json:"tpuSliceHosts,omitempty"`
+	// Workloads are the top owners of the node's pods, DaemonSet and static pods left out (they stay on a drained
+	// node). Null where not known: a node neither GPU, TPU nor Spot (the workloads collector does not read their
+	// pods), or the pods could not be read at all.
+	Workloads []workloads.Workload `json:"workloads"`
+	// workloadsWatched tells an empty Workloads of a watched node from one that is not known.
+	workloadsWatched bool
 
 	// For the pool header.
 	inMaintenance, cordoned, actionActive bool
@@ -147,6 +165,17 @@ func statusesOf(nodes []*corev1.Node) []NodeStatus {
 	return out
 }
 
+// withWorkloads fills in the rows' workloads from on (the workloads collector's WorkloadsOn).
+func withWorkloads(rows []NodeStatus, on func(node string) ([]workloads.Workload, bool)) {
+	for i := range rows {
+		r := &rows[i]
+		r.Workloads, r.workloadsWatched = on(r.Node)
+		if r.workloadsWatched && r.Workloads == nil {
+			r.Workloads = []workloads.Workload{}
+		}
+	}
+}
+
 func rowsOf(statuses []NodeStatus, all bool) []NodeStatus {
 	rows := make([]NodeStatus, 0, len(statuses))
 	for _, s := range statuses {
@@ -167,38 +196,101 @@ func rowsOf(statuses []NodeStatus, all bool) []NodeStatus {
 	return rows
 }
 
-// poolCounts is the header's line for one pool, over every node the selector matched.
-type poolCounts struct {
-	pool                                           string
-	nodes, scheduled, inMaintenance, cordoned, own int
+// PoolCounts is the header's line for one GKE node pool, over every node the selector matched.
+type PoolCounts struct {
+	Pool          string `json:"pool"`
+	Nodes         int    `json:"nodes"`
+	Scheduled     int    `json:"scheduled"`
+	InMaintenance int    `json:"inMaintenance"`
+	Cordoned      int    `json:"cordoned"`
+	// Actions are the nodes the actions service is working on.
+	Actions int `json:"actions"`
 }
 
-// Render writes the status of nodes in the chosen format.
-func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
-	statuses := statusesOf(nodes)
+// Snapshot is what one status frame is drawn from.
+type Snapshot struct {
+	// Nodes are every node of the cluster: the selector picks the rows and pool counts among them, and budgets
+	// count them all, as the actions service does.
+	Nodes []*corev1.Node
+	// Workloads reads the workloads on a node (the workloads collector's WorkloadsOn); nil when they could not be
+	// read, WorkloadsUnknown saying why.
+	Workloads        func(node string) ([]workloads.Workload, bool)
+	WorkloadsUnknown string
+	// Policy is the actions policy; nil when it could not be read, PolicyUnknown saying why.
+	Policy        *Policy
+	PolicyUnknown string
+}
+
+// Report is status's JSON output; its field names are stable.
+type Report struct {
+	Pools []PoolCounts `json:"pools"`
+	// Budgets are the actions policy's budgets in use; null when the policy is not known, BudgetsUnknown saying
+	// why.
+	Budgets          *Budgets     `json:"budgets"`
+	BudgetsUnknown   string       `json:"budgetsUnknown,omitempty"`
+	WorkloadsUnknown string       `json:"workloadsUnknown,omitempty"`
+	Nodes            []NodeStatus `json:"nodes"`
+}
+
+// Render writes the status of snap in the chosen format.
+func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
+	sel, err := opts.selector()
+	if err != nil {
+		return err
+	}
+	selected := snap.Nodes
+	if !sel.Empty() {
+		selected = make([]*corev1.Node, 0, len(snap.Nodes))
+		for _, n := range snap.Nodes {
+			if sel.Matches(labels.Set(n.Labels)) {
+				selected = append(selected, n)
+			}
+		}
+	}
+	now := opts.Now()
+	statuses := statusesOf(selected)
 	rows := rowsOf(statuses, opts.All)
+	if snap.Workloads != nil {
+		withWorkloads(rows, snap.Workloads)
+	}
+	var budgets *Budgets
+	if snap.Policy != nil {
+		budgets = budgetsOf(snap.Policy, snap.Nodes, now)
+	}
 	if opts.Output == OutputJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return enc.Encode(Report{Pools: countPools(statuses), Budgets: budgets, BudgetsUnknown: snap.PolicyUnknown,
+			WorkloadsUnknown: snap.WorkloadsUnknown, Nodes: rows})
 	}
-	now := opts.Now()
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tNODES\tSCHEDULED\tIN-MAINTENANCE\tCORDONED\tACTIONS")
 	for _, p := range countPools(statuses) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", orDash(p.pool), p.nodes, p.scheduled, p.inMaintenance, p.cordoned, p.own)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", orDash(p.Pool), p.Nodes, p.Scheduled, p.InMaintenance, p.Cordoned, p.Actions)
 	}
 	fmt.Fprintln(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if budgets != nil {
+		writeBudgets(w, budgets, now)
+	} else {
+		fmt.Fprintf(w, "Budgets unknown: %s\n", snap.PolicyUnknown)
+	}
+	if snap.Workloads == nil {
+		fmt.Fprintf(w, "Workloads unknown: %s\n", snap.WorkloadsUnknown)
+	}
+	fmt.Fprintln(w)
 	wide := opts.Output == OutputWide
 	if len(rows) == 0 {
-		fmt.Fprintln(tw, "No nodes with maintenance pending or in progress.")
-		return tw.Flush()
+		fmt.Fprintln(w, "No nodes with maintenance pending or in progress.")
+		return nil
 	}
 	header := "NODE\tPOOL\tACCELERATOR\tSCHEDULED (UTC)\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON"
 	if wide {
 		header += "\tWINDOW-END (UTC)\tLATEST-START (UTC)\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
 	}
-	fmt.Fprintln(tw, header)
+	fmt.Fprintln(tw, header+"\tWORKLOADS")
 	for _, r := range rows {
 		scheduled := "-"
 		if r.MaintenanceStart != nil {
@@ -214,38 +306,62 @@ func Render(w io.Writer, nodes []*corev1.Node, opts StatusOptions) error {
 			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", utcOrDash(r.WindowEnd), utcOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
 				orDash(r.Action), hosts)
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "\t%s\n", workloadsCell(r, snap.Workloads != nil, wide))
 	}
 	return tw.Flush()
 }
 
-func countPools(statuses []NodeStatus) []poolCounts {
-	byPool := map[string]*poolCounts{}
+// workloadsCell is "ns/name" for one workload, "ns/name,+2" for three (every ns/Kind/name in wide), "-" for none,
+// "n/a" for a node whose pods the workloads collector does not read, "?" when no pods could be read.
+func workloadsCell(r NodeStatus, known, wide bool) string {
+	switch {
+	case !known:
+		return "?"
+	case !r.workloadsWatched:
+		return "n/a"
+	case len(r.Workloads) == 0:
+		return "-"
+	case wide:
+		names := make([]string, len(r.Workloads))
+		for i, wl := range r.Workloads {
+			names[i] = wl.Namespace + "/" + wl.Kind + "/" + wl.Name
+		}
+		return strings.Join(names, ",")
+	}
+	first := r.Workloads[0].Namespace + "/" + r.Workloads[0].Name
+	if len(r.Workloads) > 1 {
+		first += ",+" + strconv.Itoa(len(r.Workloads)-1)
+	}
+	return first
+}
+
+func countPools(statuses []NodeStatus) []PoolCounts {
+	byPool := map[string]*PoolCounts{}
 	for _, s := range statuses {
 		p, ok := byPool[s.Pool]
 		if !ok {
-			p = &poolCounts{pool: s.Pool}
+			p = &PoolCounts{Pool: s.Pool}
 			byPool[s.Pool] = p
 		}
-		p.nodes++
+		p.Nodes++
 		if s.MaintenanceStart != nil {
-			p.scheduled++
+			p.Scheduled++
 		}
 		if s.inMaintenance {
-			p.inMaintenance++
+			p.InMaintenance++
 		}
 		if s.cordoned {
-			p.cordoned++
+			p.Cordoned++
 		}
 		if s.actionActive {
-			p.own++
+			p.Actions++
 		}
 	}
-	out := make([]poolCounts, 0, len(byPool))
+	out := make([]PoolCounts, 0, len(byPool))
 	for _, p := range byPool {
 		out = append(out, *p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].pool < out[j].pool })
+	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out
 }
 
@@ -294,13 +410,92 @@ func relative(d time.Duration) string {
 	return "in " + s
 }
 
+// session is what status reads besides the nodes: the policy, read once, and the workloads collector.
+type session struct {
+	policy           *Policy
+	policyUnknown    string
+	collector        *workloads.Collector // nil when the pods cannot be read
+	workloadsUnknown string
+	stop             func()
+}
+
+// start checks the flags, reads the policy and starts the workloads collector. Listing nodes is the first read of
+// the API server, and its failure (unreachable, credentials, RBAC) the command's; what fails after it is a header
+// line.
+func start(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, opts StatusOptions) (*session, error) {
+	if _, err := opts.selector(); err != nil {
+		return nil, err
+	}
+	var policy *Policy
+	if opts.PolicyFile != "" {
+		var err error
+		if policy, err = loadPolicyFile(opts.PolicyFile); err != nil {
+			return nil, err
+		}
+	} else if err := checkDeploymentRef(opts.actionsDeployment()); err != nil {
+		return nil, err
+	}
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, apiError("listing nodes", err)
+	}
+	s := &session{stop: func() {}, policy: policy}
+	if policy == nil {
+		var err error
+		if s.policy, err = discoverPolicy(ctx, client, opts.actionsDeployment()); err != nil {
+			s.policyUnknown = oneLine(err.Error()) + " (--config.file=PATH reads a local policy file)"
+		}
+	}
+	// Without the rights to read pods and their owners, status still shows the nodes.
+	if what, err := readAccess(ctx, client, meta); err != nil {
+		if !apierrors.IsForbidden(err) {
+			return nil, apiError(what, err)
+		}
+		s.workloadsUnknown = apiError(what, err).Error()
+		return s, nil
+	}
+	// Only the collector's placement of workloads is read: its readiness thresholds do not matter here.
+	col, err := workloads.New(slog.New(slog.DiscardHandler), client, meta, readiness.Config{})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { col.Run(runCtx); close(done) }()
+	s.stop = func() { cancel(); <-done }
+	timeout := opts.SyncTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return col.HasSynced(), nil }); err != nil {
+		s.stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.stop = func() {}
+		s.workloadsUnknown = fmt.Sprintf("pods and their owners not read within %s", timeout)
+		return s, nil
+	}
+	s.collector = col
+	return s, nil
+}
+
+func (s *session) snapshot(nodes []*corev1.Node) Snapshot {
+	snap := Snapshot{Nodes: nodes, Policy: s.policy, PolicyUnknown: s.policyUnknown, WorkloadsUnknown: s.workloadsUnknown}
+	if s.collector != nil {
+		snap.Workloads = s.collector.WorkloadsOn
+	}
+	return snap
+}
+
 // Status lists the nodes once and writes their status.
-func Status(ctx context.Context, client kubernetes.Interface, w io.Writer, opts StatusOptions) error {
-	sel, err := opts.selector()
+func Status(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, w io.Writer, opts StatusOptions) error {
+	s, err := start(ctx, client, meta, opts)
 	if err != nil {
 		return err
 	}
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	defer s.stop()
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return apiError("listing nodes", err)
 	}
@@ -308,25 +503,26 @@ func Status(ctx context.Context, client kubernetes.Interface, w io.Writer, opts 
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
 	}
-	return Render(w, nodes, opts)
+	return Render(w, s.snapshot(nodes), opts)
 }
 
 // clearScreen moves the cursor home and clears a terminal before a redraw.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// Watch writes the status, then again whenever a node change (or a minute passing) alters it, until ctx ends.
-// Nodes come from an informer (a watch, not polling). On a terminal each redraw clears the screen first.
-func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, terminal bool, opts StatusOptions) error {
-	sel, err := opts.selector()
+// Watch writes the status, then again whenever a change of the nodes, or of the workloads on them, (or a minute
+// passing) alters it, until ctx ends. Nodes come from an informer and workloads from the workloads collector's
+// (watches, not polling); the policy is read once. On a terminal each redraw clears the screen first.
+func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, w io.Writer, terminal bool, opts StatusOptions) error {
+	s, err := start(ctx, client, meta, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while reading the cluster
+		}
 		return err
 	}
-	// Fail fast, with one line, when the API server cannot be read at all.
-	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String(), Limit: 1}); err != nil {
-		return apiError("listing nodes", err)
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
+	defer s.stop()
+	// Every node, whatever the selector: budgets count the whole cluster.
+	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	changed := make(chan struct{}, 1)
 	poke := func() {
@@ -347,6 +543,10 @@ func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, termin
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
+	var placement <-chan struct{} // nil, never ready, without the collector
+	if s.collector != nil {
+		placement = s.collector.Placement()
+	}
 	lister := factory.Core().V1().Nodes().Lister()
 	var last []byte
 	redraw := func() error {
@@ -355,7 +555,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, termin
 			return err
 		}
 		var buf bytes.Buffer
-		if err := Render(&buf, nodes, opts); err != nil {
+		if err := Render(&buf, s.snapshot(nodes), opts); err != nil {
 			return err
 		}
 		if last != nil && bytes.Equal(buf.Bytes(), last) {
@@ -374,8 +574,8 @@ func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, termin
 	if err := redraw(); err != nil {
 		return err
 	}
-	// Relative times ("in 3h12m") age without any node changing: re-render from the cache every minute; a frame
-	// that comes out the same is not drawn.
+	// Relative times ("in 3h12m") age, and windows open and close, without anything changing: re-render from the
+	// caches every minute; a frame that comes out the same is not drawn.
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	for {
@@ -383,6 +583,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, w io.Writer, termin
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-placement:
 		case <-tick.C:
 		}
 		if err := redraw(); err != nil {
