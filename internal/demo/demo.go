@@ -104,13 +104,13 @@ func endpoints(s *Stack, cfg Config) string {
   actions        http://%s/metrics (basic auth %s, password in %s)
   Cloud Monitoring simulator  %s (gRPC)
   kube-apiserver %s   KUBECONFIG=%s kubectl get nodes
-  status         %s status --kubeconfig=%s --watch
+  status         %s status --kubeconfig=%s --config.file=%s --watch
   audit          %s audit --kubeconfig=%s
   logs           %s
 
 `, len(s.NodeAgents), cfg.Scenario.Cluster.Name, cfg.Scenario.TimeScale,
 		s.Prometheus, s.Alertmanager, s.Cluster, firstNodeAgent(s), len(s.NodeAgents), s.Actions, s.ActionsAuth.Username,
-		cfg.AlertmanagerFile, s.Monitoring, s.APIServer, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, s.LogDir)
+		cfg.AlertmanagerFile, s.Monitoring, s.APIServer, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, cfg.PolicyFile, cfg.Exporter, s.Kubeconfig, s.LogDir)
 }
 
 func firstNodeAgent(s *Stack) string {
