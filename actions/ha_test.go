@@ -48,19 +48,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	defer func() { cancel(); wg.Wait() }()
 
 	// GKE: maintenance begins on a drained node and ends a moment later.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			for _, name := range names {
-				simulateGKE(ctx, c, name)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
+	playGKE(ctx, &wg, c, names, simulateGKE)
 
 	// Alertmanager: the same four alerts to both replicas at once, again and again.
 	var alerts = payload(t, func() (out []template.Alert) {
@@ -99,17 +87,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 		}
 		return fmt.Errorf("no node finished yet")
 	})
-	var survivor *replica
-	for _, r := range replicas {
-		if r.svc.Leading() {
-			r.stop()
-		} else {
-			survivor = r
-		}
-	}
-	if survivor == nil {
-		t.Fatal("both replicas were leading at once")
-	}
+	stopLeader(t, replicas)
 	for _, name := range names {
 		c.waitNode(name, "node "+name+" drained, maintained and uncordoned", func(n *corev1.Node) error {
 			r := nodestate.Read(n)
@@ -123,12 +101,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	wg.Wait()
 
 	budget.check(t, names, 1)
-	for _, name := range names {
-		// Events are best effort (a replica stopped mid-way may not deliver its last ones), but never doubled.
-		if got := c.countEvents(name, "DisruptionActionAccepted"); got > 1 {
-			t.Errorf("node %s accepted %d times: %q", name, got, c.events(name))
-		}
-	}
+	c.acceptedAtMostOnce(names)
 	codesMu.Lock()
 	defer codesMu.Unlock()
 	for id, byCode := range codes {
@@ -138,6 +111,49 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	}
 	if codes["replica-a"][http.StatusServiceUnavailable]+codes["replica-b"][http.StatusServiceUnavailable] == 0 {
 		t.Errorf("the follower never answered 503: %v", codes)
+	}
+}
+
+// playGKE runs simulate over the nodes every 200ms until ctx ends.
+func playGKE(ctx context.Context, wg *sync.WaitGroup, c *cluster, names []string, simulate func(context.Context, *cluster, string)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			for _, name := range names {
+				simulate(ctx, c, name)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// stopLeader stops the leading replica, half-way through the work; the other must resume it.
+func stopLeader(t *testing.T, replicas []*replica) {
+	t.Helper()
+	stopped := 0
+	for _, r := range replicas {
+		if r.svc.Leading() {
+			r.stop()
+			stopped++
+		}
+	}
+	if stopped != 1 {
+		t.Fatalf("%d replicas leading, want 1", stopped)
+	}
+}
+
+// acceptedAtMostOnce: Events are best effort (a replica stopped mid-way may not deliver its last ones), but never
+// doubled.
+func (c *cluster) acceptedAtMostOnce(names []string) {
+	c.t.Helper()
+	for _, name := range names {
+		if got := c.countEvents(name, "DisruptionActionAccepted"); got > 1 {
+			c.t.Errorf("node %s accepted %d times: %q", name, got, c.events(name))
+		}
 	}
 }
 

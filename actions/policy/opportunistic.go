@@ -28,7 +28,7 @@ type OpportunisticInput struct {
 	// AlertSaysReschedulable reports a live alert for the node whose can_reschedule label (the node agent's metadata)
 	// is true: it counts where GKE's annotation says nothing. Nil: none.
 	AlertSaysReschedulable func(*corev1.Node) bool
-	Now       time.Time
+	Now                    time.Time
 }
 
 // PickOpportunistic chooses the unit (a node, or a whole multi-host TPU slice) of the pool that may start its

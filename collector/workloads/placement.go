@@ -1,6 +1,10 @@
 package workloads
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
 
 // Workload is a top owner, named as in the collector's series.
 type Workload struct {
@@ -32,15 +36,8 @@ func (s *state) workloadsOn(node string) ([]Workload, bool) {
 	for i, w := range list {
 		out[i] = Workload{Namespace: w.key.namespace, Kind: w.key.kind, Name: w.key.name}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
+	slices.SortFunc(out, func(a, b Workload) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
 	return out, true
 }

@@ -2,13 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -187,15 +189,8 @@ func parseFindings(r io.Reader) ([]CheckResult, error) {
 			continue
 		}
 		delete(byCheck, c.Name)
-		sort.Slice(found, func(i, j int) bool {
-			a, b := found[i], found[j]
-			if a.Namespace != b.Namespace {
-				return a.Namespace < b.Namespace
-			}
-			if a.Kind != b.Kind {
-				return a.Kind < b.Kind
-			}
-			return a.Workload < b.Workload
+		slices.SortFunc(found, func(a, b WorkloadFinding) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Workload, b.Workload))
 		})
 		out = append(out, CheckResult{Check: c.Name, Severity: c.Severity, Summary: c.Summary, Fix: c.Fix, Workloads: found})
 	}
