@@ -37,6 +37,7 @@ func TestOpportunisticEdges(t *testing.T) {
 	t.Run("CanRescheduleFalseDuringDrainIsNotRequested", func(t *testing.T) { testOppChangedDuringDrain(t, api, kl, notReschedulable) })
 	t.Run("OptOutDuringDrainIsNotRequested", func(t *testing.T) { testOppChangedDuringDrain(t, api, kl, optOut) })
 	t.Run("DryRunSwitchedOnDuringDrainRequestsNothing", func(t *testing.T) { testOppDryRunDuringDrain(t, api, kl) })
+	t.Run("PodBeingEvictedIsNotAPodThatLanded", func(t *testing.T) { testOppTerminatingPodIsNotLanded(t, api, kl) })
 }
 
 // TestOpportunisticEdgesThatHold covers behaviour that is right today and that the other tests do not reach.
@@ -581,5 +582,43 @@ drain: {timeout: 30s, evictionRetryDelay: 200ms}
 	r.waitMetric("no longer waiting", "gke_disruption_actions_waiting", waiting, 0)
 	if got := c.countEvents(idleNode, "DisruptionActionWaiting"); got != 1 {
 		t.Errorf("%d wait Events, want 1 per maintenance and reason: %q", got, c.events(idleNode))
+	}
+}
+
+// Finding: the check after the cordon counts a pod that is being evicted (deletionTimestamp set) as an accelerator
+// pod that "started using an accelerator before the cordon". A drain resumed by a new leader (or retried after an
+// API error) while the GPU pod it evicted is still terminating abandons the work and uncordons: the GPU pod was
+// evicted for nothing, and the Event blames the very pod the service evicted.
+func testOppTerminatingPodIsNotLanded(t *testing.T, api *testenv.APIServer, kl *kubelet) {
+	c := newCluster(t, api)
+	pool := unique("oppterm")
+	ns := api.Namespace("oppterm")
+	node := unique("gpu")
+	kl.setPaused(true)
+	t.Cleanup(func() { kl.setPaused(false) })
+	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour), func(n *corev1.Node) {
+		// As a leader leaves it when it stopped while its drain waited for the evicted pod to terminate.
+		n.Spec.Unschedulable = true
+		n.Annotations[nodestate.AnnotationAction] = string(nodestate.OpportunisticMaintenance)
+		n.Annotations[nodestate.AnnotationState] = string(nodestate.Draining)
+		n.Annotations[nodestate.AnnotationOpportunistic] = "true"
+		n.Annotations[nodestate.AnnotationClaimedBy] = "previous-leader"
+		n.Annotations[nodestate.AnnotationCordonedBy] = "previous-leader"
+		n.Annotations[nodestate.AnnotationAcceptedAt] = nodestate.FormatTime(time.Now())
+		n.Annotations[nodestate.AnnotationDrainStartedAt] = nodestate.FormatTime(time.Now())
+		n.Annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(n).Key()
+	})
+	c.pod(ns, "trainer", node, usingGPU(), grace(30))
+	if err := api.Client.CoreV1().Pods(ns).Delete(context.Background(), "trainer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminating(t, api, ns, "trainer") // evicted by the previous leader; the kubelet has not finished it
+	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
+	r.waitLeading()
+	settle()
+	kl.setPaused(false)
+	n := c.requestedOrEnded(node)
+	if reason := n.Annotations[nodestate.AnnotationReason]; strings.Contains(reason, "started using an accelerator") {
+		t.Errorf("drain abandoned for the pod it evicted itself: %q (unschedulable %v)", reason, n.Spec.Unschedulable)
 	}
 }
