@@ -38,6 +38,7 @@ func TestOpportunisticEdges(t *testing.T) {
 	t.Run("OptOutDuringDrainIsNotRequested", func(t *testing.T) { testOppChangedDuringDrain(t, api, kl, optOut) })
 	t.Run("DryRunSwitchedOnDuringDrainRequestsNothing", func(t *testing.T) { testOppDryRunDuringDrain(t, api, kl) })
 	t.Run("PodBeingEvictedIsNotAPodThatLanded", func(t *testing.T) { testOppTerminatingPodIsNotLanded(t, api, kl) })
+	t.Run("EmptyAcceleratorResourcesEvictsGPUJobs", func(t *testing.T) { testOppEmptyResources(t, api) })
 }
 
 // TestOpportunisticEdgesThatHold covers behaviour that is right today and that the other tests do not reach.
@@ -620,5 +621,22 @@ func testOppTerminatingPodIsNotLanded(t *testing.T, api *testenv.APIServer, kl *
 	n := c.requestedOrEnded(node)
 	if reason := n.Annotations[nodestate.AnnotationReason]; strings.Contains(reason, "started using an accelerator") {
 		t.Errorf("drain abandoned for the pod it evicted itself: %q (unschedulable %v)", reason, n.Spec.Unschedulable)
+	}
+}
+
+// Finding (with config.TestAcceleratorResourcesEmptyIsNotSilent): `acceleratorResources:` left empty is accepted, and
+// the node running a GPU job is taken as idle and drained: the job is evicted.
+func testOppEmptyResources(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("oppempty")
+	ns := api.Namespace("oppempty")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
+	c.pod(ns, "trainer", node, usingGPU())
+	r := startReplica(t, api, oppPool(pool, "1s", 0, "acceleratorResources:\n#  - nvidia.com/gpu"), replicaOpts{})
+	r.waitLeading()
+	time.Sleep(3 * time.Second) // past nodeIdleTime: a wrong pick would show by now
+	if !runningPod(t, api, ns, "trainer") {
+		t.Errorf("GPU pod %s/trainer evicted for opportunistic maintenance of a node that was never idle", ns)
 	}
 }
