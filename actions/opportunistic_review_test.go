@@ -633,7 +633,11 @@ func testOppEmptyResources(t *testing.T, api *testenv.APIServer) {
 	node := unique("gpu")
 	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
 	c.pod(ns, "trainer", node, usingGPU())
-	r := startReplica(t, api, oppPool(pool, "1s", 0, "acceleratorResources:\n#  - nvidia.com/gpu"), replicaOpts{})
+	policy := oppPool(pool, "1s", 0, "acceleratorResources:\n#  - nvidia.com/gpu")
+	if _, err := config.Parse([]byte(policy)); err != nil {
+		return // refused at start-up, naming the key: right
+	}
+	r := startReplica(t, api, policy, replicaOpts{})
 	r.waitLeading()
 	time.Sleep(3 * time.Second) // past nodeIdleTime: a wrong pick would show by now
 	if !runningPod(t, api, ns, "trainer") {
