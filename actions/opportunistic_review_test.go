@@ -39,6 +39,7 @@ func TestOpportunisticEdges(t *testing.T) {
 	t.Run("DryRunSwitchedOnDuringDrainRequestsNothing", func(t *testing.T) { testOppDryRunDuringDrain(t, api, kl) })
 	t.Run("PodBeingEvictedIsNotAPodThatLanded", func(t *testing.T) { testOppTerminatingPodIsNotLanded(t, api, kl) })
 	t.Run("EmptyAcceleratorResourcesEvictsGPUJobs", func(t *testing.T) { testOppEmptyResources(t, api) })
+	t.Run("PodWatchRelistRestartsTheIdleClock", func(t *testing.T) { testOppRelistIdleClock(t, api) })
 }
 
 // TestOpportunisticEdgesThatHold covers behaviour that is right today and that the other tests do not reach.
@@ -642,5 +643,118 @@ func testOppEmptyResources(t *testing.T, api *testenv.APIServer) {
 	time.Sleep(3 * time.Second) // past nodeIdleTime: a wrong pick would show by now
 	if !runningPod(t, api, ns, "trainer") {
 		t.Errorf("GPU pod %s/trainer evicted for opportunistic maintenance of a node that was never idle", ns)
+	}
+}
+
+// podWatchCutter breaks the replica's pod watch: while cut, pod watches fail; the first one after is answered with
+// 410 Expired, as the API server answers a watch from a resource version it no longer has, so the informer lists
+// pods again and never sees what came and went meanwhile.
+type podWatchCutter struct {
+	rt      http.RoundTripper
+	mu      sync.Mutex
+	cut     bool
+	expire  bool
+	watches int
+	open    []io.Closer
+}
+
+func (w *podWatchCutter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/api/v1/pods") || req.URL.Query().Get("watch") != "true" {
+		return w.rt.RoundTrip(req)
+	}
+	w.mu.Lock()
+	if w.cut {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("pod watch cut by the test")
+	}
+	if w.expire {
+		w.expire = false
+		w.mu.Unlock()
+		body := `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}}` + "\n"
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	}
+	w.mu.Unlock()
+	resp, err := w.rt.RoundTrip(req)
+	if err == nil {
+		w.mu.Lock()
+		w.watches++
+		w.open = append(w.open, resp.Body)
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (w *podWatchCutter) watching() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.watches
+}
+
+func (w *podWatchCutter) breakWatch() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cut = true
+	for _, c := range w.open {
+		_ = c.Close()
+	}
+	w.open = nil
+}
+
+func (w *podWatchCutter) restore() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cut, w.expire = false, true
+}
+
+// Finding: after the pod watch had to list pods again (a watch gap longer than the API server's history: 410
+// Expired), a node keeps the idle time counted before the gap, though a GPU pod may have run on it during the gap,
+// which the list cannot show. docs/configuration.md: "what ran before the watch is not known, so a new leader waits a
+// full nodeIdleTime"; after a relist the same is unknown, yet the node goes at once. An operator sees a node whose
+// job finished seconds ago (while the leader's watch was away) cordoned before the job's next pod arrives.
+func testOppRelistIdleClock(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("opprelist")
+	ns := api.Namespace("opprelist")
+	node := unique("gpu")
+	c.node(node, map[string]string{"pool": pool}) // no maintenance announced yet: nothing to take during the gap
+	const idle = 8 * time.Second
+	cutter := &podWatchCutter{}
+	r := startReplica(t, api, oppPool(pool, "8s", 0, ""), replicaOpts{wrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+		cutter.rt = rt
+		return cutter
+	}})
+	r.waitLeading()
+	testenv.Eventually(t, waitLong, "the pod watch runs", func() error {
+		if cutter.watching() == 0 {
+			return fmt.Errorf("no pod watch yet")
+		}
+		return nil
+	})
+	cutter.breakWatch()
+	c.pod(ns, "job", node, usingGPU()) // runs and finishes while the watch is away
+	if err := api.Client.CoreV1().Pods(ns).Delete(context.Background(), "job", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(idle) // longer than nodeIdleTime since the watch started
+	c.updateNode(node, "GKE announcing maintenance", announced(96*time.Hour))
+	relisted := time.Now()
+	cutter.restore()
+	n := c.waitNode(node, "taken", func(n *corev1.Node) error {
+		if !taken(n) {
+			return fmt.Errorf("not taken")
+		}
+		return nil
+	})
+	testenv.Eventually(t, waitLong, "the pod watch expired and listed pods again", func() error {
+		cutter.mu.Lock()
+		defer cutter.mu.Unlock()
+		if cutter.expire {
+			return fmt.Errorf("no pod watch since the gap")
+		}
+		return nil
+	})
+	if after := acceptedAt(t, n).Sub(relisted); after < idle {
+		t.Errorf("taken %s after the pod watch listed pods again, want nodeIdleTime %s: a GPU pod ran there during the gap", after.Round(time.Millisecond), idle)
 	}
 }
