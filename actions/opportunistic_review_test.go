@@ -707,9 +707,9 @@ func (w *podWatchCutter) restore() {
 	w.cut, w.expire = false, true
 }
 
-// Finding: after the pod watch had to list pods again (a watch gap longer than the API server's history: 410
-// Expired), a node keeps the idle time counted before the gap, though a GPU pod may have run on it during the gap,
-// which the list cannot show. docs/configuration.md: "what ran before the watch is not known, so a new leader waits a
+// Finding: while the pod watch is away, and after it has had to list pods again (a gap longer than the API server's
+// history: 410 Expired), a node keeps the idle time counted before the gap, though a GPU pod may have run on it
+// during the gap, which neither the stale cache nor the new list can show. docs/configuration.md: "what ran before the watch is not known, so a new leader waits a
 // full nodeIdleTime"; after a relist the same is unknown, yet the node goes at once. An operator sees a node whose
 // job finished seconds ago (while the leader's watch was away) cordoned before the job's next pod arrives.
 func testOppRelistIdleClock(t *testing.T, api *testenv.APIServer) {
