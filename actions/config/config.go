@@ -237,6 +237,10 @@ func (c *Config) complete(present map[string]bool) error {
 	}
 	if !present["acceleratorResources"] {
 		c.AcceleratorResources = DefaultAcceleratorResources
+	} else if len(c.AcceleratorResources) == 0 {
+		// No resource would keep a node busy: every GPU/TPU node would look idle to opportunistic maintenance.
+		return fmt.Errorf("acceleratorResources: empty; list the resources whose pods keep a node busy, or leave the key out for %v",
+			DefaultAcceleratorResources)
 	}
 	for i, r := range c.AcceleratorResources {
 		if errs := validation.IsQualifiedName(r); len(errs) > 0 {
