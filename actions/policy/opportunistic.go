@@ -101,8 +101,12 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 	if len(best.nodes) > 1 {
 		what = "units (nodes or TPU slices)"
 	}
-	return best.nodes, fmt.Sprintf("idle %s, maintenance in %s, pool keeps %d of %d %s",
-		roughly(best.idle), roughly(best.due.Sub(in.Now)), available-1, len(units), what)
+	due := "due now" // the window opened and GKE has not started yet
+	if d := best.due.Sub(in.Now); d > 0 {
+		due = "in " + roughly(d)
+	}
+	return best.nodes, fmt.Sprintf("idle %s, maintenance %s, pool keeps %d of %d %s",
+		roughly(best.idle), due, available-1, len(units), what)
 }
 
 // reschedulable: GKE's annotation says the maintenance can be rescheduled or, where it says nothing, a live alert does.
