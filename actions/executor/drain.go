@@ -96,16 +96,12 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 	}
 	deadline := started.Add(timeout)
 
-	if rec.Action == nodestate.OpportunisticMaintenance {
-		// The node was idle when decided; an accelerator pod that landed before the cordon wins: the node is left
-		// to it, never evicted for maintenance that could wait.
-		pod, busy, err := e.acceleratorPodOn(ctx, name)
+	// Now cordoned: an accelerator pod that landed before the cordon wins, and so does a change of mind.
+	if why, err := e.preflight(ctx, node, rec); err != nil || why != "" {
 		if err != nil {
 			return false, err
 		}
-		if busy {
-			return true, e.abandon(ctx, node, rec, nodestate.Observe(node), "pod "+pod+" started using an accelerator on the node before it was cordoned; opportunistic maintenance abandoned")
-		}
+		return true, e.abandon(ctx, node, rec, nodestate.Observe(node), why)
 	}
 	var drainErr error
 	if remaining := time.Until(deadline); remaining <= 0 {

@@ -167,6 +167,9 @@ func (e *Executor) dryRun() bool { return e.opts.DryRun || e.config().DryRun }
 func (e *Executor) SetConfig(cfg *config.Config) {
 	e.cfg.Store(cfg)
 	e.enqueueAlerts()
+	if e.dryRun() {
+		e.enqueue(e.metrics.state.names()...) // work under way stops before it disrupts more
+	}
 }
 
 // Run watches nodes until ctx ends.

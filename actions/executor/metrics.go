@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +108,13 @@ func (w *workState) observe(node *corev1.Node) {
 		return
 	}
 	w.nodes[node.Name] = nodeWork{action: r.Action, state: string(r.Phase), active: r.Active()}
+}
+
+// names are the nodes with work.
+func (w *workState) names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Collect(maps.Keys(w.nodes))
 }
 
 func (w *workState) forget(name string) {

@@ -2,89 +2,146 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
-// idleTracker follows, from a pod watch, which nodes run a pod requesting an accelerator and since when the others
-// have run none. What happened before the watch started is unknown, so idleness counts at most from then (and from
-// the node's creation).
+// idleTracker follows, from a pod watch, the pods bound to each node that use extended resources, and since when
+// the nodes have had none. What happened before the watch started, or while it was broken, is unknown, so idleness
+// counts at most from then (and from the node's creation). Which resources make a node busy is read from the policy
+// at each question, so a reload applies to the pods already seen.
 type idleTracker struct {
 	mu        sync.Mutex
 	started   time.Time
-	resources []string
-	busy      map[string]map[types.UID]bool // node -> accelerator pods on it, not finished
-	podNode   map[types.UID]string
+	resources func() []string
+	pods      map[types.UID]podUse
+	onNode    map[string]map[types.UID]bool
 	lastBusy  map[string]time.Time
-	synced    func() bool
+	// blind is set by a watch error and cleared when a watch opens again; then started moves to that moment.
+	blind  bool
+	synced func() bool
 }
 
-func newIdleTracker(resources []string) *idleTracker {
-	return &idleTracker{started: time.Now(), resources: resources, busy: map[string]map[types.UID]bool{},
-		podNode: map[types.UID]string{}, lastBusy: map[string]time.Time{}}
+// podUse is a pod bound to a node and not finished, with the extended resources it asks for.
+type podUse struct {
+	node      string
+	resources []corev1.ResourceName
 }
 
-// usesAccelerator reports a pod requesting (or limited to) one of the accelerator resources, bound to a node and
-// not finished.
-func (t *idleTracker) usesAccelerator(pod *corev1.Pod) bool {
+func newIdleTracker(resources func() []string) *idleTracker {
+	return &idleTracker{started: time.Now(), resources: resources, pods: map[types.UID]podUse{},
+		onNode: map[string]map[types.UID]bool{}, lastBusy: map[string]time.Time{}}
+}
+
+// extendedResources are the resources other than the built-in ones (cpu, memory, ...) a bound, unfinished pod
+// requests or is limited to, in any container.
+func extendedResources(pod *corev1.Pod) []corev1.ResourceName {
 	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return false
+		return nil
 	}
+	var out []corev1.ResourceName
 	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, r := range t.resources {
-			if q, ok := c.Resources.Requests[corev1.ResourceName(r)]; ok && !q.IsZero() {
-				return true
-			}
-			if q, ok := c.Resources.Limits[corev1.ResourceName(r)]; ok && !q.IsZero() {
-				return true
+		for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for name, q := range list {
+				if strings.Contains(string(name), "/") && !q.IsZero() && !slices.Contains(out, name) {
+					out = append(out, name)
+				}
 			}
 		}
 	}
+	return out
+}
+
+// usesAny reports a resource among the accelerator resources.
+func usesAny(used []corev1.ResourceName, accelerators []string) bool {
+	for _, r := range used {
+		if slices.Contains(accelerators, string(r)) {
+			return true
+		}
+	}
 	return false
+}
+
+// usesAccelerator reports a bound, unfinished pod using one of the policy's accelerator resources.
+func (t *idleTracker) usesAccelerator(pod *corev1.Pod) bool {
+	return usesAny(extendedResources(pod), t.resources())
 }
 
 // observe records a pod's state; a nil pod is one deleted.
 func (t *idleTracker) observe(uid types.UID, pod *corev1.Pod) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if prev, ok := t.podNode[uid]; ok {
-		delete(t.busy[prev], uid)
-		if len(t.busy[prev]) == 0 {
-			delete(t.busy, prev)
+	if prev, ok := t.pods[uid]; ok {
+		delete(t.onNode[prev.node], uid)
+		if len(t.onNode[prev.node]) == 0 {
+			delete(t.onNode, prev.node)
 		}
-		delete(t.podNode, uid)
-		t.lastBusy[prev] = time.Now()
+		delete(t.pods, uid)
+		t.lastBusy[prev.node] = time.Now()
 	}
-	if pod != nil && t.usesAccelerator(pod) {
+	if pod == nil {
+		return
+	}
+	if used := extendedResources(pod); len(used) > 0 {
 		node := pod.Spec.NodeName
-		if t.busy[node] == nil {
-			t.busy[node] = map[types.UID]bool{}
+		if t.onNode[node] == nil {
+			t.onNode[node] = map[types.UID]bool{}
 		}
-		t.busy[node][uid] = true
-		t.podNode[uid] = node
+		t.onNode[node][uid] = true
+		t.pods[uid] = podUse{node: node, resources: used}
 	}
 }
 
-// idle is how long no accelerator pod has run on the node; 0 while one does or before the pod list is read.
+// watchFailed makes every node busy until the watch is back.
+func (t *idleTracker) watchFailed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.blind = true
+}
+
+// watching notes a pod watch opened. After a failure it follows the list that replays the pods: what ran in the gap
+// is unknown, so idleness counts from now.
+func (t *idleTracker) watching() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.blind {
+		t.blind, t.started = false, time.Now()
+	}
+}
+
+// idle is how long no accelerator pod has run on the node; 0 while one does, before the pod list is read, and
+// while the watch is broken.
 func (t *idleTracker) idle(node *corev1.Node) time.Duration {
 	if t.synced != nil && !t.synced() {
 		return 0
 	}
+	accelerators := t.resources()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.busy[node.Name]) > 0 {
+	if t.blind {
 		return 0
+	}
+	for uid := range t.onNode[node.Name] {
+		if usesAny(t.pods[uid].resources, accelerators) {
+			return 0
+		}
 	}
 	since := t.started
 	if c := node.CreationTimestamp.Time; c.After(since) {
@@ -121,9 +178,26 @@ func stripPod(obj any) (any, error) {
 // startIdleTracking starts the pod watch the first time a policy asks for opportunistic maintenance.
 func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *idleTracker {
 	e.idleOnce.Do(func() {
-		t := newIdleTracker(cfg.AcceleratorResources)
-		factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(stripPod))
-		inf := factory.Core().V1().Pods().Informer()
+		t := newIdleTracker(func() []string { return e.config().AcceleratorResources })
+		pods := e.client.CoreV1().Pods(metav1.NamespaceAll)
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				w, err := pods.Watch(ctx, o)
+				if err == nil {
+					t.watching()
+				}
+				return w, err
+			},
+		}
+		inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{})
+		if err := errors.Join(inf.SetTransform(stripPod), inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			t.watchFailed()
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})); err != nil {
+			e.logger.Error("watching pods for opportunistic maintenance", "err", err)
+			return
+		}
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p := obj.(*corev1.Pod); t.observe(p.UID, p) },
 			UpdateFunc: func(_, obj any) { p := obj.(*corev1.Pod); t.observe(p.UID, p) },
@@ -141,7 +215,7 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 			return
 		}
 		t.synced = reg.HasSynced
-		factory.Start(ctx.Done())
+		go inf.RunWithContext(ctx)
 		e.idle = t
 		e.logger.Info("watching pods for opportunistic maintenance", "accelerator_resources", cfg.AcceleratorResources)
 	})
@@ -160,6 +234,7 @@ func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Contex
 		}
 		cfg := e.config()
 		if !cfg.Opportunistic() {
+			e.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
 			continue
 		}
 		if t := e.startIdleTracking(watchCtx, cfg); t != nil {
@@ -174,6 +249,8 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 	defer e.decideMu.Unlock()
 	all := e.cachedNodes()
 	now := time.Now()
+	waits := map[string]opportunisticWait{} // this pass's, replacing the last pass's whole
+	defer e.setOpportunisticWaits(waits)
 	for i := range cfg.Pools {
 		disrupted := e.disruptedWithReserved(all)
 		p := &cfg.Pools[i]
@@ -189,7 +266,6 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		members, why := policy.PickOpportunistic(policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle,
 			Disrupted: disrupted, Claimable: e.claimable, AlertSaysReschedulable: e.alertSaysReschedulable, Now: now})
 		if members == nil {
-			e.setOpportunisticWait(p.Name, opportunisticWait{})
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
@@ -198,7 +274,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
 		if d.Verdict == policy.Wait {
-			e.setOpportunisticWait(p.Name, opportunisticWait{code: d.Code, nodes: len(members)})
+			waits[p.Name] = opportunisticWait{code: d.Code, nodes: len(members)}
 			key := nodestate.PendingMaintenance(members[0]).Key() + "|" + d.Code
 			if e.noteOnce(e.opportunisticWaited, members[0].Name, key) {
 				e.event(members[0], corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
@@ -206,7 +282,6 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			}
 			continue
 		}
-		e.setOpportunisticWait(p.Name, opportunisticWait{})
 		if d.Verdict != policy.Act {
 			e.logger.Debug("opportunistic maintenance not started", "pool", p.Name, "node", members[0].Name, "verdict", d.Verdict, "reason", d.Reason)
 			continue
@@ -235,20 +310,64 @@ func (e *Executor) alertSaysReschedulable(n *corev1.Node) bool {
 }
 
 // opportunisticWait is an idle unit of a pool that could start its maintenance but waits: the wait's code and the
-// unit's size; the zero value is none.
+// unit's size.
 type opportunisticWait struct {
 	code  string
 	nodes int
 }
 
-func (e *Executor) setOpportunisticWait(pool string, w opportunisticWait) {
+func (e *Executor) setOpportunisticWaits(waits map[string]opportunisticWait) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if w.code == "" {
-		delete(e.opportunisticWaits, pool)
-		return
+	e.opportunisticWaits = waits
+}
+
+// preflight is what must still hold right before work disrupts the node (evicts its pods, or asks GKE for
+// maintenance): dry run not switched on and, for opportunistic maintenance, every node of the operation still opted
+// in, reschedulable, idle (read from the API) and working on it, since a multi-host slice is maintained as a whole.
+// It returns why not, or "".
+func (e *Executor) preflight(ctx context.Context, node *corev1.Node, rec nodestate.Record) (string, error) {
+	if e.dryRun() {
+		return dryRunStopped, nil
 	}
-	e.opportunisticWaits[pool] = w
+	if rec.Action != nodestate.OpportunisticMaintenance {
+		return "", nil
+	}
+	members := []*corev1.Node{node}
+	for _, name := range rec.Group {
+		if name == node.Name {
+			continue
+		}
+		m, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "node " + name + " of the same operation is gone", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if r := nodestate.Read(m); !r.Active() && !r.MaintenanceSeen {
+			return "node " + name + " of the same operation left it (" + r.Reason + ")", nil
+		}
+		members = append(members, m)
+	}
+	for _, m := range members {
+		switch cr := nodestate.PendingMaintenance(m).CanReschedule; {
+		case m.Labels[gke.LabelOpportunisticDisable] == "true":
+			return m.Name + " was labelled " + gke.LabelOpportunisticDisable + "=true", nil
+		case m.Annotations[gke.AnnotationOpportunisticConfig] != "":
+			return m.Name + " is now left to GKE's own opportunistic maintenance (" + gke.AnnotationOpportunisticConfig + ")", nil
+		case cr == "false" || cr == "" && !e.alertSaysReschedulable(m):
+			return "GKE no longer says the maintenance of " + m.Name + " can be rescheduled", nil
+		}
+		pod, busy, err := e.acceleratorPodOn(ctx, m.Name)
+		if err != nil {
+			return "", err
+		}
+		if busy {
+			return "pod " + pod + " started using an accelerator on " + m.Name + "; the node is left to it", nil
+		}
+	}
+	return "", nil
 }
 
 // acceleratorPodOn reports a pod using an accelerator on the node, read from the API: the check that an
@@ -259,9 +378,10 @@ func (e *Executor) acceleratorPodOn(ctx context.Context, node string) (string, b
 	if err != nil {
 		return "", false, err
 	}
-	t := &idleTracker{resources: e.config().AcceleratorResources}
+	accelerators := e.config().AcceleratorResources
 	for i := range pods.Items {
-		if p := &pods.Items[i]; t.usesAccelerator(p) {
+		// A pod being deleted is leaving (it may be one this service evicted), not one that landed.
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && usesAny(extendedResources(p), accelerators) {
 			return p.Namespace + "/" + p.Name, true, nil
 		}
 	}

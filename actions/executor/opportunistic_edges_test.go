@@ -26,7 +26,7 @@ func requests(r string) corev1.ResourceRequirements {
 
 // Holds: which pods keep a node busy, as the pod watch sees them (after stripPod).
 func TestIdleTrackerUsesAccelerator(t *testing.T) {
-	tr := newIdleTracker([]string{"nvidia.com/gpu", "google.com/tpu", "example.com/fpga"})
+	tr := newIdleTracker(func() []string { return []string{"nvidia.com/gpu", "google.com/tpu", "example.com/fpga"} })
 	for _, tc := range []struct {
 		name string
 		pod  *corev1.Pod
@@ -62,7 +62,7 @@ func TestIdleTrackerUsesAccelerator(t *testing.T) {
 // Holds: a node is busy while an accelerator pod is bound and not finished, and idle from when the last one finished
 // or was deleted (a pod deleted while the watch was away arrives as a delete on relist, counted from then).
 func TestIdleTrackerClock(t *testing.T) {
-	tr := newIdleTracker([]string{"nvidia.com/gpu"})
+	tr := newIdleTracker(func() []string { return []string{"nvidia.com/gpu"} })
 	tr.started = time.Now().Add(-time.Hour)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 	if got := tr.idle(node); got < time.Hour-time.Second {
@@ -81,8 +81,8 @@ func TestIdleTrackerClock(t *testing.T) {
 		t.Fatalf("idle %v just after the pod finished, want counted from then", got)
 	}
 	tr.observe(gpu.UID, nil) // its deletion afterwards changes nothing
-	if len(tr.busy) != 0 || len(tr.podNode) != 0 {
-		t.Errorf("bookkeeping left over: busy %v, pods %v", tr.busy, tr.podNode)
+	if len(tr.onNode) != 0 || len(tr.pods) != 0 {
+		t.Errorf("bookkeeping left over: on nodes %v, pods %v", tr.onNode, tr.pods)
 	}
 
 	second := podOn("n", corev1.PodRunning, func(p *corev1.Pod) {

@@ -53,13 +53,24 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 		e.served(name)
 	}
 	if rec.Active() || rec.HoldsCordon() {
-		if e.dryRun() {
-			e.logger.Debug("dry run: leaving unfinished work on the node as it is", "node", name, "action", rec.Action, "state", rec.Phase)
-		} else if step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst); step != nodestate.StepNone {
+		step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst)
+		if e.dryRun() && disrupts(step) {
+			// Switched to dry run mid-way: what GKE already has is followed to its end, nothing more is disrupted.
+			step, why = nodestate.StepAbandon, dryRunStopped
+		}
+		if step != nodestate.StepNone {
 			return 0, e.apply(ctx, node, rec, obs, step, why)
 		}
 	}
 	return e.decide(ctx, node, rec, obs)
+}
+
+// dryRunStopped is why work ends when dry run is switched on before it reached GKE.
+const dryRunStopped = "dry run switched on: work stopped before disrupting the node"
+
+// disrupts reports the steps that evict pods or ask GKE for maintenance.
+func disrupts(step nodestate.Step) bool {
+	return step == nodestate.StepStartDrain || step == nodestate.StepContinueDrain || step == nodestate.StepRequest
 }
 
 // apply carries out one lifecycle step.
@@ -295,6 +306,10 @@ func (e *Executor) claim(ctx context.Context, node *corev1.Node, action nodestat
 	if !apierrors.IsConflict(err) {
 		return claimed, err
 	}
+	if opportunistic {
+		// Picked from what the node was; the next pass picks again from what it is now.
+		return nil, fmt.Errorf("node %s changed: %w", node.Name, errNotClaimable)
+	}
 	fresh, err := e.client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
@@ -380,6 +395,13 @@ func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 // requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. The lifecycle only gets
 // here while the maintenance the node was claimed for is still the one announced.
 func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+	// A drain before may have taken a while: ask again right before the request.
+	if why, err := e.preflight(ctx, node, rec); err != nil || why != "" {
+		if err != nil {
+			return err
+		}
+		return e.abandon(ctx, node, rec, nodestate.Observe(node), why+"; maintenance not requested")
+	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
 		labels:          map[string]any{gke.LabelPerformMaintenance: "true"},

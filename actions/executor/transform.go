@@ -19,6 +19,7 @@ func stripNode(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              node.Name,
 			UID:               node.UID,
+			CreationTimestamp: node.CreationTimestamp, // idleness counts from it
 			ResourceVersion:   node.ResourceVersion,
 			DeletionTimestamp: node.DeletionTimestamp,
 			Labels:            node.Labels,
