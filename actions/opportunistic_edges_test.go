@@ -42,7 +42,7 @@ func TestOpportunisticEdges(t *testing.T) {
 	t.Run("PodWatchRelistRestartsTheIdleClock", func(t *testing.T) { testOppRelistIdleClock(t, api) })
 }
 
-// TestOpportunisticEdgesThatHold covers behaviour that is right today and that the other tests do not reach.
+// TestOpportunisticEdgesThatHold covers more of what the world does to opportunistic maintenance mid-work.
 func TestOpportunisticEdgesThatHold(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	kl := startKubelet(t, api.Client)
@@ -130,7 +130,7 @@ var (
 	}}
 )
 
-// Finding: a node that joins the cluster (autoscaler scale-up, or a node re-created under the same name) is taken at
+// Guards against this: a node that joins the cluster (autoscaler scale-up, or a node re-created under the same name) is taken at
 // once when the leader has run longer than nodeIdleTime, though docs/configuration.md says idleness counts from
 // the node's creation too. An operator sees a GPU node that the autoscaler just added for a pending pod cordoned
 // within a second, and the pod left pending.
@@ -154,7 +154,7 @@ func testOppNewNodeIdleClock(t *testing.T, api *testenv.APIServer) {
 	}
 }
 
-// Finding: the drain lists the node's pods once, right after the cordon; an accelerator pod bound to the cordoned
+// Guards against this: the drain lists the node's pods once, right after the cordon; an accelerator pod bound to the cordoned
 // node after that (a DaemonSet pod or a directly bound pod tolerates the cordon, and the scheduler's bind can trail
 // it) is neither checked nor evicted, and perform-maintenance=true is set with it running. An operator sees a GPU
 // job killed by GKE's maintenance that the service started "because the node was idle".
@@ -178,7 +178,7 @@ func testOppPodBoundDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubele
 	}
 }
 
-// Finding: an accelerator pod on one host of a multi-host TPU slice abandons only that host; the other hosts of the
+// Guards against this: an accelerator pod on one host of a multi-host TPU slice abandons only that host; the other hosts of the
 // claim go on to perform-maintenance, and GKE maintains a slice as a whole. An operator sees the TPU job that
 // reached the slice interrupted by maintenance the service said was abandoned for it.
 func testOppSliceAbandonedAsWhole(t *testing.T, api *testenv.APIServer) {
@@ -207,7 +207,7 @@ func testOppSliceAbandonedAsWhole(t *testing.T, api *testenv.APIServer) {
 	}
 }
 
-// Finding: gke_disruption_actions_waiting{action="opportunistic-maintenance"} keeps the count of a pool whose
+// Guards against this: gke_disruption_actions_waiting{action="opportunistic-maintenance"} keeps the count of a pool whose
 // opportunistic maintenance was removed by a reload (or a pool renamed) for as long as the replica leads. An
 // operator sees a node "waiting" forever for something nothing will do.
 func testOppWaitingAfterReload(t *testing.T, api *testenv.APIServer) {
@@ -235,7 +235,7 @@ func testOppWaitingAfterReload(t *testing.T, api *testenv.APIServer) {
 	})
 }
 
-// Finding: the pod watch keeps the acceleratorResources it started with, while the check after the cordon reads the
+// Guards against this: the pod watch keeps the acceleratorResources it started with, while the check after the cordon reads the
 // reloaded list. After a reload adds a resource, a node running a pod of it looks idle forever: it is claimed,
 // cordoned, found busy, uncordoned, and claimed again every pass. An operator sees the node flap between cordoned and
 // not every 30 s, with Events each time, while the job on it cannot place new pods.
@@ -297,7 +297,7 @@ func (i *injectBeforeClaim) injected() bool {
 	return i.done
 }
 
-// Finding: when the claim's conditional patch conflicts, the node is read again and claimed if it is merely
+// Guards against this: when the claim's conditional patch conflicts, the node is read again and claimed if it is merely
 // "claimable" (maintenance announced, no work on it): the opportunistic conditions (opt-out label, can_reschedule,
 // window, GKE's own opportunistic config, idleness) are not asked again. An operator who labels a node
 // opportunistic-disable=true, or GKE turning can_reschedule false, at the moment of the decision, sees the node
@@ -325,7 +325,7 @@ func testOppClaimRetry(t *testing.T, api *testenv.APIServer, ch nodeChange) {
 	}
 }
 
-// Finding: what GKE or the operator changes while the node drains is not asked again before the request: only that
+// Guards against this: what GKE or the operator changes while the node drains is not asked again before the request: only that
 // the maintenance is the same one. With can_reschedule now false GKE ignores the request and the node stays cordoned
 // and empty until GKE's own maintenance, up to `window` (14 days) later; an opt-out label is overridden.
 func testOppChangedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet, ch nodeChange) {
@@ -348,7 +348,7 @@ func testOppChangedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet
 	}
 }
 
-// Finding: dryRun: true, switched on by a reload while an opportunistic drain runs, does not stop it: the drain
+// Guards against this: dryRun: true, switched on by a reload while an opportunistic drain runs, does not stop it: the drain
 // finishes and sets perform-maintenance=true; and from then on, in dry run, our cordon is never lifted. An operator who
 // flips to dry run to stop all changes sees the service start GKE maintenance anyway.
 func testOppDryRunDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
@@ -587,7 +587,7 @@ drain: {timeout: 30s, evictionRetryDelay: 200ms}
 	}
 }
 
-// Finding: the check after the cordon counts a pod that is being evicted (deletionTimestamp set) as an accelerator
+// Guards against this: the check after the cordon counts a pod that is being evicted (deletionTimestamp set) as an accelerator
 // pod that "started using an accelerator before the cordon". A drain resumed by a new leader (or retried after an
 // API error) while the GPU pod it evicted is still terminating abandons the work and uncordons: the GPU pod was
 // evicted for nothing, and the Event blames the very pod the service evicted.
@@ -625,7 +625,7 @@ func testOppTerminatingPodIsNotLanded(t *testing.T, api *testenv.APIServer, kl *
 	}
 }
 
-// Finding (with config.TestAcceleratorResourcesEmptyIsNotSilent): `acceleratorResources:` left empty is accepted, and
+// Guards against this (with config.TestAcceleratorResourcesEmptyIsNotSilent): `acceleratorResources:` left empty is accepted, and
 // the node running a GPU job is taken as idle and drained: the job is evicted.
 func testOppEmptyResources(t *testing.T, api *testenv.APIServer) {
 	c := newCluster(t, api)
@@ -707,7 +707,7 @@ func (w *podWatchCutter) restore() {
 	w.cut, w.expire = false, true
 }
 
-// Finding: while the pod watch is away, and after it has had to list pods again (a gap longer than the API server's
+// Guards against this: while the pod watch is away, and after it has had to list pods again (a gap longer than the API server's
 // history: 410 Expired), a node keeps the idle time counted before the gap, though a GPU pod may have run on it
 // during the gap, which neither the stale cache nor the new list can show. docs/configuration.md: "what ran before the watch is not known, so a new leader waits a
 // full nodeIdleTime"; after a relist the same is unknown, yet the node goes at once. An operator sees a node whose

@@ -2,7 +2,7 @@ package config
 
 import "testing"
 
-// Finding: an empty acceleratorResources (`[]`, or the key left with its items commented out, which YAML reads as
+// Guards against this: an empty acceleratorResources (`[]`, or the key left with its items commented out, which YAML reads as
 // null) is accepted and means "no pod uses an accelerator": every GPU/TPU node looks idle, and the drain before
 // perform-maintenance evicts the running GPU jobs. An operator expects the default or a start-up error naming the key.
 func TestAcceleratorResourcesEmptyIsNotSilent(t *testing.T) {

@@ -25,7 +25,7 @@ func pickAll(pool *config.Pool, nodes []*corev1.Node) ([]string, string) {
 	return names, why
 }
 
-// Finding: a maintenance whose announced window has already opened (GKE has not started it yet) is picked, and the
+// Guards against this: a maintenance whose announced window has already opened (GKE has not started it yet) is picked, and the
 // Event reads "maintenance in -5m0s". An operator reads a negative duration in kubectl describe node.
 func TestPickOpportunisticWindowAlreadyOpen(t *testing.T) {
 	pool := &config.Pool{Name: "serving", Opportunistic: &config.Opportunistic{NodeIdleTime: config.Duration(time.Minute),
