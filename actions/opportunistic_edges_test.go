@@ -25,6 +25,7 @@ import (
 // TestOpportunisticEdges: what an operator's cluster does to opportunistic maintenance mid-work: pods bound while a
 // node drains, a slice host lost to a pod, policy reloads, GKE changing its mind, new nodes, a new leader.
 func TestOpportunisticEdges(t *testing.T) {
+	t.Parallel() // its own API server
 	api := testenv.StartAPIServer(t)
 	kl := startKubelet(t, api.Client)
 	t.Run("NewNodeWaitsNodeIdleTimeFromCreation", func(t *testing.T) { testOppNewNodeIdleClock(t, api) })
@@ -44,6 +45,7 @@ func TestOpportunisticEdges(t *testing.T) {
 
 // TestOpportunisticEdgesThatHold covers more of what the world does to opportunistic maintenance mid-work.
 func TestOpportunisticEdgesThatHold(t *testing.T) {
+	t.Parallel() // its own API server
 	api := testenv.StartAPIServer(t)
 	kl := startKubelet(t, api.Client)
 	t.Run("NewLeaderWaitsNodeIdleTime", func(t *testing.T) { testOppNewLeaderIdleClock(t, api) })

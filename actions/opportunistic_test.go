@@ -19,6 +19,7 @@ import (
 
 // TestOpportunistic: the leader itself starts reschedulable maintenance on idle nodes of pools that ask for it.
 func TestOpportunistic(t *testing.T) {
+	t.Parallel() // its own API server
 	api := testenv.StartAPIServer(t)
 	startKubelet(t, api.Client) // finishes the evictions of the drains before the request
 	t.Run("GKEDocumentedExample", func(t *testing.T) { testOpportunisticExample(t, api) })

@@ -21,6 +21,7 @@ import (
 // maintenance, groups, deleted nodes, dry runs, followers) never act twice and never leave a node cordoned by this
 // service without maintenance pending.
 func TestSafety(t *testing.T) {
+	t.Parallel() // its own API server
 	api := testenv.StartAPIServer(t)
 	kl := startKubelet(t, api.Client)
 	t.Run("NoMaintenancePendingIsRefusedOnce", func(t *testing.T) { testNoMaintenanceRefused(t, api) })
