@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,8 @@ func TestEdgeWatchAPIServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	createNodes(t, api.Client, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "gke-a3-0",
-		Labels: map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: epoch(time.Hour)}}}})
+		Labels: map[string]string{gke.LabelNodePool: "a3-train",
+			gke.LabelScheduledMaintenanceTime: strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10)}}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
