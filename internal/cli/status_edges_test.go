@@ -173,3 +173,29 @@ func TestEdgeStatusEmptyClusterJSON(t *testing.T) {
 		t.Errorf("empty cluster: %s", out)
 	}
 }
+
+// TestEdgeStatusDoneForAnEarlierMaintenance: the actions service drained the node for last week's maintenance
+// (state "done", keyed scheduled/<last week>); GKE has now scheduled a new one. The row shows the new time next to
+// ACTION-STATE "done", which reads as "handled", while the actions service has done nothing for this maintenance
+// (its work is keyed on the maintenance, nodestate.Serves says no). Wide does not show the record's key either.
+func TestEdgeStatusDoneForAnEarlierMaintenance(t *testing.T) {
+	n := edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: epoch(4 * time.Hour)},
+		map[string]string{nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "done",
+			nodestate.AnnotationMaintenance: nodestate.LabelKey(epoch(-7 * 24 * time.Hour))})
+	for _, output := range []string{OutputTable, OutputWide} {
+		out, err := renderEdge(t, []*corev1.Node{n}, StatusOptions{Output: output})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(line, "gke-l4-0 ") {
+				continue
+			}
+			for _, cell := range strings.Fields(line) {
+				if cell == "done" {
+					t.Errorf("%s: the new maintenance's row says its work is done:\n%s", output, out)
+				}
+			}
+		}
+	}
+}
