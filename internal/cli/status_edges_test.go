@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
@@ -196,6 +197,54 @@ func TestEdgeStatusDoneForAnEarlierMaintenance(t *testing.T) {
 					t.Errorf("%s: the new maintenance's row says its work is done:\n%s", output, out)
 				}
 			}
+		}
+	}
+}
+
+// TestEdgeStatusBudgetsCountReservedGroup: a parallel pool (one group) is claimed half-way: the first node is
+// accepted with the group annotation naming all three, the other two not claimed yet. The actions service counts the
+// whole group against the cluster cap (disruptedWithReserved: the room the group reserved stays reserved), so with
+// maxDisruptedNodes 3 it makes any other node wait (cluster_cap). status counts only the claimed node and prints
+// "Cluster cap: 1/3 disrupted": the operator sees room the service will not use.
+func TestEdgeStatusBudgetsCountReservedGroup(t *testing.T) {
+	cfg, err := config.Parse([]byte(`maxDisruptedNodes: 3
+pools:
+  - name: training
+    nodeSelector: {cloud.google.com/gke-nodepool: a3-train}
+    strategy: parallel
+  - name: serving
+    nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}
+    maxUnavailable: 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := epoch(time.Hour)
+	group := "gke-a3-0,gke-a3-1,gke-a3-2"
+	nodes := []*corev1.Node{
+		edgeNode("gke-a3-0", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, map[string]string{
+			nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "accepted", nodestate.AnnotationGroup: group,
+			nodestate.AnnotationMaintenance: nodestate.LabelKey(at)}),
+		edgeNode("gke-a3-1", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, nil),
+		edgeNode("gke-a3-2", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, nil),
+		edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: at}, nil),
+		edgeNode("gke-l4-1", map[string]string{gke.LabelNodePool: "l4-serve"}, nil),
+	}
+	var out bytes.Buffer
+	if err := Render(&out, Snapshot{Nodes: nodes, Policy: &Policy{Config: cfg, Source: "file policy.yaml"}, WorkloadsUnknown: "not read"},
+		StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Budgets.Cluster.Disrupted; got != 3 {
+		t.Errorf("cluster cap counts %d disrupted; the actions service counts the reserved group, 3", got)
+	}
+	for _, p := range r.Budgets.Pools {
+		if p.Name == "training" && p.Disrupted != 3 {
+			t.Errorf("pool training: %d disrupted, the service reserves the whole group (3)", p.Disrupted)
 		}
 	}
 }
