@@ -72,6 +72,11 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 	if err := preflight(ctx, client, meta); err != nil {
 		return err
 	}
+	if opts.Namespace != "" {
+		if err := checkNamespace(ctx, client, opts.Namespace); err != nil {
+			return err
+		}
+	}
 	col, err := workloads.New(logger, client, meta, opts.Config)
 	if err != nil {
 		return err
@@ -121,6 +126,19 @@ func preflight(ctx context.Context, client kubernetes.Interface, meta metadata.I
 		return apiError(what, err)
 	}
 	return nil
+}
+
+// checkNamespace refuses a --namespace that does not exist, which would otherwise pass the gate having checked
+// nothing. Reading namespaces is not among audit's required rights: when it is denied, audit goes on.
+func checkNamespace(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	_, err := client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	switch {
+	case err == nil || apierrors.IsForbidden(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return &ExitError{Code: ExitAPI, Err: fmt.Errorf("namespace %q not found", namespace)}
+	}
+	return apiError("reading namespace "+namespace, err)
 }
 
 // readAccess reads one of everything the workloads collector watches besides nodes; on failure what names the read.

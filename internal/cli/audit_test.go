@@ -141,6 +141,9 @@ func TestAuditExitCodes(t *testing.T) {
 	golden(t, "audit-errors.json", []byte(out))
 
 	// --namespace: another namespace's view keeps the cluster's own check only, and still fails on it.
+	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "training"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	out, err = runAuditIn(t, api, readiness.Error, OutputTable, "training")
 	if exitCode(err) != ExitFindings {
 		t.Fatalf("other namespace with a cluster error: %v, want exit 1", err)
