@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -155,10 +156,20 @@ func readAccess(ctx context.Context, client kubernetes.Interface, meta metadata.
 			return "listing " + gvr.Resource, err
 		}
 	}
-	_, err = client.CoreV1().ConfigMaps(gke.NamespaceDisruptionHandling).Get(ctx, gke.ConfigMapDisruptionHandling, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return "reading ConfigMap " + gke.NamespaceDisruptionHandling + "/" + gke.ConfigMapDisruptionHandling, err
+	// The collector lists and watches the ConfigMap by a field selector on its name, which a grant of get on the
+	// name alone does not allow; a missing ConfigMap is an empty list, not an error.
+	cms := client.CoreV1().ConfigMaps(gke.NamespaceDisruptionHandling)
+	cmName := gke.NamespaceDisruptionHandling + "/" + gke.ConfigMapDisruptionHandling
+	byName := fields.OneTermEqualSelector("metadata.name", gke.ConfigMapDisruptionHandling).String()
+	list, err := cms.List(ctx, metav1.ListOptions{Limit: 1, FieldSelector: byName})
+	if err != nil {
+		return "listing ConfigMap " + cmName, err
 	}
+	watch, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: byName, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return "watching ConfigMap " + cmName, err
+	}
+	watch.Stop()
 	return "", nil
 }
 
