@@ -53,8 +53,9 @@ func checkDeploymentRef(ref string) error {
 	return nil
 }
 
-// discoverPolicy follows the actions Deployment's --config.file argument to the ConfigMap volume that holds it (its
-// name carries a content hash, so it is never guessed) and parses it with the actions command's parser.
+// discoverPolicy follows the actions Deployment's --config.file argument to the ConfigMap that holds it, mounted as a
+// volume or a projected volume's source (its name carries a content hash, so it is never guessed), and parses it
+// with the actions command's parser.
 func discoverPolicy(ctx context.Context, client kubernetes.Interface, ref string) (*Policy, error) {
 	ns, name, _ := strings.Cut(ref, "/")
 	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -136,23 +137,69 @@ func configMapOf(pod corev1.PodSpec, c corev1.Container, file string) (name, key
 		if v.Name != mount.Name {
 			continue
 		}
-		if v.ConfigMap == nil {
-			return "", "", fmt.Errorf("the policy file %s is on volume %s, which is not a ConfigMap", file, v.Name)
-		}
-		if len(v.ConfigMap.Items) == 0 {
-			if strings.Contains(inVolume, "/") || inVolume == "." {
-				return "", "", fmt.Errorf("the policy file %s is no key of ConfigMap %s", file, v.ConfigMap.Name)
+		switch {
+		case v.ConfigMap != nil:
+			key, ok, err := keyOf(v.ConfigMap.Name, v.ConfigMap.Items, file, inVolume)
+			switch {
+			case err != nil:
+				return "", "", err
+			case !ok:
+				return "", "", fmt.Errorf("the policy file %s is no item of ConfigMap %s", file, v.ConfigMap.Name)
 			}
-			return v.ConfigMap.Name, inVolume, nil
+			return v.ConfigMap.Name, key, nil
+		case v.Projected != nil:
+			return projectedConfigMapOf(v.Projected, file, inVolume)
 		}
-		for _, item := range v.ConfigMap.Items {
-			if path.Clean(item.Path) == inVolume {
-				return v.ConfigMap.Name, item.Key, nil
-			}
-		}
-		return "", "", fmt.Errorf("the policy file %s is no item of ConfigMap %s", file, v.ConfigMap.Name)
+		return "", "", fmt.Errorf("the policy file %s is on volume %s, which is not a ConfigMap", file, v.Name)
 	}
 	return "", "", fmt.Errorf("container %s mounts volume %s, which the pod does not have", c.Name, mount.Name)
+}
+
+// keyOf is the key of ConfigMap name that a volume with items shows as file (inVolume in the volume); ok is false
+// when no item is there. Without items every key is a file at the volume's top.
+func keyOf(name string, items []corev1.KeyToPath, file, inVolume string) (key string, ok bool, err error) {
+	if len(items) == 0 {
+		if strings.Contains(inVolume, "/") || inVolume == "." {
+			return "", false, fmt.Errorf("the policy file %s is no key of ConfigMap %s", file, name)
+		}
+		return inVolume, true, nil
+	}
+	for _, item := range items {
+		if path.Clean(item.Path) == inVolume {
+			return item.Key, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// projectedConfigMapOf finds the ConfigMap source of a projected volume that shows inVolume: one whose items name
+// it, else the one ConfigMap projected whole (with two, which holds the key is not known without reading both).
+func projectedConfigMapOf(v *corev1.ProjectedVolumeSource, file, inVolume string) (name, key string, err error) {
+	var whole []string
+	for _, src := range v.Sources {
+		cm := src.ConfigMap
+		if cm == nil {
+			continue
+		}
+		if len(cm.Items) == 0 {
+			whole = append(whole, cm.Name)
+			continue
+		}
+		if key, ok, _ := keyOf(cm.Name, cm.Items, file, inVolume); ok {
+			return cm.Name, key, nil
+		}
+	}
+	switch len(whole) {
+	case 0:
+		return "", "", fmt.Errorf("the policy file %s is no item of a ConfigMap in its projected volume", file)
+	case 1:
+		key, _, err := keyOf(whole[0], nil, file, inVolume)
+		if err != nil {
+			return "", "", err
+		}
+		return whole[0], key, nil
+	}
+	return "", "", fmt.Errorf("the policy file %s may be in any of ConfigMaps %s of its projected volume", file, strings.Join(whole, ", "))
 }
 
 // oneLine joins a multi-line message into one line for stderr or a header.
