@@ -51,10 +51,13 @@ const (
 	AnnotationOpportunisticConfig = "node.gke.io/opportunistic-config"
 )
 
-// ParseMaintenanceTime reads scheduled-maintenance-time: whole epoch seconds, not negative.
+// latestMaintenanceTime is 9999-12-31T23:59:59Z: later values are garbage, and no time format can show them.
+const latestMaintenanceTime = 253402300799
+
+// ParseMaintenanceTime reads scheduled-maintenance-time: whole epoch seconds, not negative, before the year 10000.
 func ParseMaintenanceTime(v string) (int64, bool) {
 	secs, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || secs < 0 {
+	if err != nil || secs < 0 || secs > latestMaintenanceTime {
 		return 0, false
 	}
 	return secs, true

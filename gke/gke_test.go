@@ -3,12 +3,12 @@ package gke
 import "testing"
 
 func TestParseMaintenanceTime(t *testing.T) {
-	for value, want := range map[string]int64{"1733040000": 1733040000, "0": 0} {
+	for value, want := range map[string]int64{"1733040000": 1733040000, "0": 0, "253402300799": 253402300799} {
 		if got, ok := ParseMaintenanceTime(value); !ok || got != want {
 			t.Errorf("ParseMaintenanceTime(%q) = %d, %v; want %d", value, got, ok, want)
 		}
 	}
-	for _, value := range []string{"", "tomorrow", "-5", "1733040000.5", " 1"} {
+	for _, value := range []string{"", "tomorrow", "-5", "1733040000.5", " 1", "253402300800", "99999999999999"} {
 		if got, ok := ParseMaintenanceTime(value); ok {
 			t.Errorf("ParseMaintenanceTime(%q) = %d, want not ok", value, got)
 		}
