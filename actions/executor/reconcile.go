@@ -182,18 +182,10 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	return 0, nil
 }
 
-// disruptedWithReserved is e.disrupted, plus the members of groups claimed half-way that are not claimed yet: the
-// room their group reserved stays reserved until the group is complete.
+// disruptedWithReserved is e.disrupted, plus the room that groups claimed half-way reserved (nodestate.Reserved).
 func (e *Executor) disruptedWithReserved(all []*corev1.Node) func(*corev1.Node) bool {
-	reserved := map[string]bool{}
-	for _, n := range all {
-		if r := nodestate.Read(n); r.Phase == nodestate.Accepted {
-			for _, member := range r.Group {
-				reserved[member] = true
-			}
-		}
-	}
-	return func(n *corev1.Node) bool { return reserved[n.Name] || e.disrupted(n) }
+	reserved := nodestate.Reserved(all)
+	return func(n *corev1.Node) bool { return reserved(n) || e.disrupted(n) }
 }
 
 // members are the nodes of scope that go with node: node first, then those with the same action pending, by name.

@@ -206,3 +206,17 @@ func Disrupted(node *corev1.Node) bool {
 	return node.Spec.Unschedulable || InMaintenance(node) || PerformMaintenanceRequested(node) || !Ready(node) ||
 		Phase(node.Annotations[AnnotationState]).Active()
 }
+
+// Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts
+// against budgets until the group is complete.
+func Reserved(all []*corev1.Node) func(*corev1.Node) bool {
+	reserved := map[string]bool{}
+	for _, n := range all {
+		if r := Read(n); r.Phase == Accepted {
+			for _, member := range r.Group {
+				reserved[member] = true
+			}
+		}
+	}
+	return func(n *corev1.Node) bool { return reserved[n.Name] }
+}

@@ -54,10 +54,11 @@ type PoolBudget struct {
 }
 
 // budgetsOf counts as the actions service does: policy.Usages over all nodes, disrupted as nodestate.Disrupted
-// says. A dry run's claims live in the service's memory and are not counted.
+// says, plus the room half-claimed groups reserve. A dry run's claims live in the service's memory and are not counted.
 func budgetsOf(p *Policy, nodes []*corev1.Node, now time.Time) *Budgets {
 	cfg := p.Config
-	usages, unmatched, cluster := policy.Usages(cfg, nodes, nodestate.Disrupted)
+	reserved := nodestate.Reserved(nodes)
+	usages, unmatched, cluster := policy.Usages(cfg, nodes, func(n *corev1.Node) bool { return nodestate.Disrupted(n) || reserved(n) })
 	b := &Budgets{Source: p.Source, Paused: cfg.Paused, DryRun: p.DryRun(), WindowOpen: policy.InWindows(cfg.Windows, now),
 		Cluster: ClusterCap{Nodes: cluster.Nodes, Disrupted: cluster.Disrupted}, Pools: make([]PoolBudget, len(usages)),
 		UnmatchedNodes: unmatched}
@@ -100,8 +101,8 @@ func writeBudgets(w io.Writer, b *Budgets, now time.Time) {
 	case b.WindowOpen:
 		state = append(state, "window open")
 	case b.NextWindowStart != nil:
-		state = append(state, fmt.Sprintf("window closed, next opens %s UTC (%s)",
-			b.NextWindowStart.UTC().Format("2006-01-02 15:04"), relative(b.NextWindowStart.Sub(now))))
+		state = append(state, fmt.Sprintf("window closed, next opens %s %s (%s)",
+			localTime(*b.NextWindowStart), localZone(*b.NextWindowStart), relative(b.NextWindowStart.Sub(now))))
 	default:
 		state = append(state, "window closed")
 	}
