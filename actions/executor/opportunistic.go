@@ -182,9 +182,12 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 		pods := e.client.CoreV1().Pods(metav1.NamespaceAll)
 		lw := &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+			// The reflector retries a refused watch by itself, without telling its error handler: note it here.
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				w, err := pods.Watch(ctx, o)
-				if err == nil {
+				if err != nil {
+					t.watchFailed()
+				} else {
 					t.watching()
 				}
 				return w, err
