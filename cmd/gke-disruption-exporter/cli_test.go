@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// status prints local time: the tests' processes, and the commands they run, read UTC.
+	os.Setenv("TZ", "UTC")
+	time.Local = time.UTC
 	os.Exit(m.Run())
 }
 

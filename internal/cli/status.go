@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -17,9 +18,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
@@ -57,12 +61,12 @@ func (o StatusOptions) selector() (labels.Selector, error) {
 		return nil, &ExitError{Code: ExitAPI, Err: fmt.Errorf("bad --selector %q: %v", o.Selector, err)}
 	}
 	if o.Pool != "" {
-		pool, err := labels.Parse(gke.LabelNodePool + "=" + o.Pool)
+		// A requirement, not a selector string: "a,b" is no pool name, never two requirements.
+		pool, err := labels.NewRequirement(gke.LabelNodePool, selection.Equals, []string{o.Pool})
 		if err != nil {
-			return nil, &ExitError{Code: ExitAPI, Err: fmt.Errorf("bad --pool %q: %v", o.Pool, err)}
+			return nil, &ExitError{Code: ExitAPI, Err: fmt.Errorf("bad --pool %q: %s", o.Pool, oneLine(err.Error()))}
 		}
-		reqs, _ := pool.Requirements()
-		sel = sel.Add(reqs...)
+		sel = sel.Add(*pool)
 	}
 	return sel, nil
 }
@@ -140,11 +144,14 @@ func StatusOf(node *corev1.Node) NodeStatus {
 		s.cordoned = true
 		s.GKEState = append(s.GKEState, "cordoned")
 	}
-	// Only nodes the actions service has worked on carry its state; reading the others would parse nothing.
+	// Only nodes the actions service has worked on carry its state; a record of work for an earlier maintenance,
+	// finished and holding nothing, says nothing about now.
 	if _, ok := node.Annotations[nodestate.AnnotationState]; ok {
 		r := nodestate.Read(node)
-		s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
-		s.actionActive = r.Active()
+		if m := nodestate.PendingMaintenance(node); r.Active() || r.HoldsCordon() || m.Pending() && nodestate.Serves(r, m) {
+			s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
+			s.actionActive = r.Active()
+		}
 	}
 	if hosts, ok := gke.TPUSliceHosts(node.Labels); ok {
 		s.TPUSliceHosts = hosts
@@ -219,6 +226,8 @@ type Snapshot struct {
 	// Policy is the actions policy; nil when it could not be read, PolicyUnknown saying why.
 	Policy        *Policy
 	PolicyUnknown string
+	// Stale says, under --watch, since when and why the node watch has failed: the frame shows what was last read.
+	Stale string
 }
 
 // Report is status's JSON output; its field names are stable.
@@ -226,10 +235,12 @@ type Report struct {
 	Pools []PoolCounts `json:"pools"`
 	// Budgets are the actions policy's budgets in use; null when the policy is not known, BudgetsUnknown saying
 	// why.
-	Budgets          *Budgets     `json:"budgets"`
-	BudgetsUnknown   string       `json:"budgetsUnknown,omitempty"`
-	WorkloadsUnknown string       `json:"workloadsUnknown,omitempty"`
-	Nodes            []NodeStatus `json:"nodes"`
+	Budgets          *Budgets `json:"budgets"`
+	BudgetsUnknown   string   `json:"budgetsUnknown,omitempty"`
+	WorkloadsUnknown string   `json:"workloadsUnknown,omitempty"`
+	// Stale is set while the API server cannot be watched (--watch): the report is what was last read.
+	Stale string       `json:"stale,omitempty"`
+	Nodes []NodeStatus `json:"nodes"`
 }
 
 // Render writes the status of snap in the chosen format.
@@ -261,7 +272,10 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(Report{Pools: countPools(statuses), Budgets: budgets, BudgetsUnknown: snap.PolicyUnknown,
-			WorkloadsUnknown: snap.WorkloadsUnknown, Nodes: rows})
+			WorkloadsUnknown: snap.WorkloadsUnknown, Stale: snap.Stale, Nodes: rows})
+	}
+	if snap.Stale != "" {
+		fmt.Fprintf(w, "STALE: %s\n\n", snap.Stale)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tNODES\tSCHEDULED\tIN-MAINTENANCE\tCORDONED\tACTIONS")
@@ -286,24 +300,25 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		fmt.Fprintln(w, "No nodes with maintenance pending or in progress.")
 		return nil
 	}
-	header := "NODE\tPOOL\tACCELERATOR\tSCHEDULED (UTC)\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON"
+	zone := localZone(now)
+	header := "NODE\tPOOL\tACCELERATOR\tSCHEDULED (" + zone + ")\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON"
 	if wide {
-		header += "\tWINDOW-END (UTC)\tLATEST-START (UTC)\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
+		header += "\tWINDOW-END (" + zone + ")\tLATEST-START (" + zone + ")\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
 	}
 	fmt.Fprintln(tw, header+"\tWORKLOADS")
 	for _, r := range rows {
 		scheduled := "-"
 		if r.MaintenanceStart != nil {
-			scheduled = r.MaintenanceStart.UTC().Format("2006-01-02 15:04") + " (" + relative(r.MaintenanceStart.Sub(now)) + ")"
+			scheduled = localTime(*r.MaintenanceStart) + " (" + relative(r.MaintenanceStart.Sub(now)) + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Node, orDash(r.Pool), orDash(r.Accelerator), scheduled,
-			orDash(r.CanReschedule), orDash(strings.Join(r.GKEState, ",")), orDash(r.ActionState), orDash(r.ActionReason))
+			orDash(r.CanReschedule), orDash(strings.Join(r.GKEState, ",")), orDash(r.ActionState), orDash(cell(r.ActionReason, maxReasonWidth)))
 		if wide {
 			hosts := "-"
 			if r.TPUSliceHosts > 0 {
 				hosts = strconv.Itoa(r.TPUSliceHosts)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", utcOrDash(r.WindowEnd), utcOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", timeOrDash(r.WindowEnd), timeOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
 				orDash(r.Action), hosts)
 		}
 		fmt.Fprintf(tw, "\t%s\n", workloadsCell(r, snap.Workloads != nil, wide))
@@ -372,11 +387,31 @@ func timeOrNil(t time.Time) *time.Time {
 	return &t
 }
 
-func utcOrDash(t *time.Time) string {
+func timeOrDash(t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04")
+	return localTime(*t)
+}
+
+// localTime is t in the terminal's time zone ($TZ), as the operator reads a clock; localZone names that zone.
+func localTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04") }
+
+func localZone(now time.Time) string {
+	name, _ := now.Local().Zone()
+	return name
+}
+
+// maxReasonWidth bounds the REASON column: a failure's message can run to a kilobyte; JSON keeps it whole.
+const maxReasonWidth = 80
+
+// cell is s on one line, at most width characters, for a table.
+func cell(s string, width int) string {
+	s = oneLine(s)
+	if r := []rune(s); len(r) > width {
+		return string(r[:width-1]) + "…"
+	}
+	return s
 }
 
 func orDash(s string) string {
@@ -506,6 +541,44 @@ func Status(ctx context.Context, client kubernetes.Interface, meta metadata.Inte
 	return Render(w, s.snapshot(nodes), opts)
 }
 
+// watchHealth is whether the node watch works: failed since when, and why.
+type watchHealth struct {
+	mu      sync.Mutex
+	since   time.Time
+	err     string
+	changed func()
+}
+
+// note records a list or watch call's outcome: a failure, or working again.
+func (h *watchHealth) note(err error) {
+	h.mu.Lock()
+	was := !h.since.IsZero()
+	switch {
+	case err != nil && !was:
+		h.since = time.Now()
+		fallthrough
+	case err != nil:
+		h.err = oneLine(err.Error())
+	default:
+		h.since, h.err = time.Time{}, ""
+	}
+	now := !h.since.IsZero()
+	h.mu.Unlock()
+	if was || now {
+		h.changed()
+	}
+}
+
+func (h *watchHealth) stale() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("cannot watch the API server since %s (%s); showing what was last read",
+		h.since.Local().Format("15:04:05 MST"), h.err)
+}
+
 // clearScreen moves the cursor home and clears a terminal before a redraw.
 const clearScreen = "\x1b[H\x1b[2J"
 
@@ -521,15 +594,35 @@ func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 		return err
 	}
 	defer s.stop()
-	// Every node, whatever the selector: budgets count the whole cluster.
-	factory := informers.NewSharedInformerFactory(client, 0)
-	inf := factory.Core().V1().Nodes().Informer()
 	changed := make(chan struct{}, 1)
 	poke := func() {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
+	}
+	// Every node, whatever the selector: budgets count the whole cluster. A failing watch is shown on the frame,
+	// as kubectl would end: the operator must not take the last frame for the present.
+	health := &watchHealth{changed: poke}
+	nodesAPI := client.CoreV1().Nodes()
+	inf := cache.NewSharedIndexInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := nodesAPI.List(ctx, o)
+			health.note(err)
+			return list, err
+		},
+		// The reflector retries a refused watch by itself, without telling its error handler: note it here.
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := nodesAPI.Watch(ctx, o)
+			health.note(err)
+			return w, err
+		},
+	}, &corev1.Node{}, cache.SharedIndexInformerOptions{})
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		health.note(err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return err
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke() },
@@ -538,8 +631,9 @@ func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	go inf.RunWithContext(informerCtx)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil
 	}
@@ -547,15 +641,17 @@ func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 	if s.collector != nil {
 		placement = s.collector.Placement()
 	}
-	lister := factory.Core().V1().Nodes().Lister()
+	lister := corelisters.NewNodeLister(inf.GetIndexer())
 	var last []byte
 	redraw := func() error {
 		nodes, err := lister.List(labels.Everything())
 		if err != nil {
 			return err
 		}
+		snap := s.snapshot(nodes)
+		snap.Stale = health.stale()
 		var buf bytes.Buffer
-		if err := Render(&buf, s.snapshot(nodes), opts); err != nil {
+		if err := Render(&buf, snap, opts); err != nil {
 			return err
 		}
 		if last != nil && bytes.Equal(buf.Bytes(), last) {

@@ -497,8 +497,16 @@ func TestWatchRedraws(t *testing.T) {
 		t.Errorf("frame %d: row %q, want the pod's workload last", n+2, r)
 	}
 
-	// The API server restarting under the watch: the informer reconnects and later changes still redraw.
+	// The API server restarting under the watch: the informer reconnects and later changes still redraw. While it
+	// is away the frame may say so (STALE); once the watch is back, that line goes.
 	api.Restart()
+	testenv.Eventually(t, 30*time.Second, "the watch back", func() error {
+		if f := frames(); strings.Contains(f[len(f)-1], "STALE") {
+			return fmt.Errorf("last frame still stale:\n%s", f[len(f)-1])
+		}
+		return nil
+	})
+	n = len(frames()) - 2
 
 	// An annotation nobody shows: no redraw. The next change's frame must be the next one.
 	patch(`{"metadata":{"annotations":{"example.com/unrelated":"x"}}}`)
