@@ -500,9 +500,13 @@ func TestWatchRedraws(t *testing.T) {
 	// The API server restarting under the watch: the informer reconnects and later changes still redraw. While it
 	// is away the frame may say so (STALE); once the watch is back, that line goes.
 	api.Restart()
-	testenv.Eventually(t, 30*time.Second, "the watch back", func() error {
-		if f := frames(); strings.Contains(f[len(f)-1], "STALE") {
-			return fmt.Errorf("last frame still stale:\n%s", f[len(f)-1])
+	// Reconnecting may take a few rounds of stale and fresh frames: wait until it has settled on a fresh one.
+	testenv.Eventually(t, 60*time.Second, "the watch back", func() error {
+		before := len(frames())
+		time.Sleep(3 * time.Second)
+		f := frames()
+		if len(f) != before || strings.Contains(f[len(f)-1], "STALE") {
+			return fmt.Errorf("%d frames, then %d; last:\n%s", before, len(f), f[len(f)-1])
 		}
 		return nil
 	})
