@@ -24,24 +24,6 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
-// lockedBuffer is a process's output, read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestEdgeStatusWatchPipedJSON (passes): `status --watch -o json` into a pipe (jq, a log) writes no escape codes,
 // and every redraw is one whole JSON document a stream decoder reads; Ctrl-C ends it with exit 0 and nothing on
 // stderr.
@@ -49,7 +31,7 @@ func TestEdgeStatusWatchPipedJSON(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "status", "--watch", "-o", "json", "--kubeconfig="+api.Kubeconfig)
 	cmd.Env = append(os.Environ(), mainEnv+"=1")
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,31 +41,13 @@ func openPTY(t *testing.T) (ptmx, tty *os.File) {
 	return ptmx, tty
 }
 
-// screen collects what a process wrote to its terminal.
-type screen struct {
-	mu  sync.Mutex
-	out strings.Builder
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
-
-func (s *screen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
-
 // TestStatusWatchOnTerminal runs `status --watch` as a process on a pseudo-terminal: it clears the screen and
 // redraws when a node gains maintenance, and exits 0 on Ctrl-C.
 func TestStatusWatchOnTerminal(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	ptmx, tty := openPTY(t)
 	defer ptmx.Close()
-	var seen screen
+	var seen testenv.SyncBuffer
 	go io.Copy(&seen, ptmx) //nolint:errcheck // ends when the terminal closes
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "status", "--watch", "--kubeconfig="+api.Kubeconfig)

@@ -123,7 +123,7 @@ func TestEdgeWatchAPIServerGone(t *testing.T) {
 		Labels: map[string]string{gke.LabelNodePool: "a3-train",
 			gke.LabelScheduledMaintenanceTime: strconv.FormatInt(time.Now().Add(3*time.Hour).Unix(), 10)}}}})
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, api.Client, meta, out, false, StatusOptions{Output: OutputTable, Now: time.Now, SyncTimeout: 30 * time.Second,
@@ -306,7 +306,7 @@ func TestEdgeWatchNodeRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, api.Client, meta, out, true, StatusOptions{Output: OutputTable, Now: clock, SyncTimeout: 30 * time.Second,

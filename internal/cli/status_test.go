@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -395,24 +394,6 @@ func TestRelative(t *testing.T) {
 	}
 }
 
-// syncBuffer is a writer the watch goroutine and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestWatchRedraws drives --watch against a real API server: a GPU node gaining maintenance, a pod landing on it,
 // the API server restarting, GKE starting the maintenance (the budgets' counts follow), then the node deleted, each
 // redraw the table; a change that alters nothing shown draws nothing.
@@ -424,7 +405,7 @@ func TestWatchRedraws(t *testing.T) {
 	}
 	policy := policyFile(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, api.Client, meta, out, true, StatusOptions{Output: OutputTable, Now: clock, SyncTimeout: 30 * time.Second,
