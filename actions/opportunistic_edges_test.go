@@ -161,17 +161,7 @@ func testOppNewNodeIdleClock(t *testing.T, api *testenv.APIServer) {
 // it) is neither checked nor evicted, and perform-maintenance=true is set with it running. An operator sees a GPU
 // job killed by GKE's maintenance that the service started "because the node was idle".
 func testOppPodBoundDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
-	c := newCluster(t, api)
-	pool := unique("oppbound")
-	ns := api.Namespace("oppbound")
-	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
-	c.pod(ns, "web", node, grace(30)) // no accelerator: the drain evicts it
-	kl.setPaused(true)
-	t.Cleanup(func() { kl.setPaused(false) })
-	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
-	r.waitLeading()
-	waitTerminating(t, api, ns, "web") // cordoned, checked for accelerator pods, evicting
+	c, _, _, ns, node := startSlowOpportunisticDrain(t, api, kl, "oppbound")
 	c.pod(ns, "trainer", node, usingGPU())
 	kl.setPaused(false)
 	n := c.requestedOrEnded(node)
@@ -331,17 +321,7 @@ func testOppClaimRetry(t *testing.T, api *testenv.APIServer, ch nodeChange) {
 // the maintenance is the same one. With can_reschedule now false GKE ignores the request and the node stays cordoned
 // and empty until GKE's own maintenance, up to `window` (14 days) later; an opt-out label is overridden.
 func testOppChangedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet, ch nodeChange) {
-	c := newCluster(t, api)
-	pool := unique("oppmid")
-	ns := api.Namespace("oppmid")
-	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
-	c.pod(ns, "web", node, grace(30))
-	kl.setPaused(true)
-	t.Cleanup(func() { kl.setPaused(false) })
-	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
-	r.waitLeading()
-	waitTerminating(t, api, ns, "web")
+	c, _, _, _, node := startSlowOpportunisticDrain(t, api, kl, "oppmid")
 	c.updateNode(node, ch.name, ch.change)
 	kl.setPaused(false)
 	n := c.requestedOrEnded(node)
@@ -350,21 +330,27 @@ func testOppChangedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet
 	}
 }
 
-// Guards against this: dryRun: true, switched on by a reload while an opportunistic drain runs, does not stop it: the drain
-// finishes and sets perform-maintenance=true; and from then on, in dry run, our cordon is never lifted. An operator who
-// flips to dry run to stop all changes sees the service start GKE maintenance anyway.
-func testOppDryRunDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
-	c := newCluster(t, api)
-	pool := unique("oppdrymid")
-	ns := api.Namespace("oppdrymid")
-	node := unique("gpu")
+// startSlowOpportunisticDrain takes an idle GPU node into opportunistic maintenance and holds its drain: the
+// node's one pod (no accelerator) is being evicted, and the kubelet keeps it until the test lets it go.
+func startSlowOpportunisticDrain(t *testing.T, api *testenv.APIServer, kl *kubelet, prefix string) (c *cluster, r *replica, pool, ns, node string) {
+	t.Helper()
+	c = newCluster(t, api)
+	pool, ns, node = unique(prefix), api.Namespace(prefix), unique("gpu")
 	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
 	c.pod(ns, "web", node, grace(30))
 	kl.setPaused(true)
 	t.Cleanup(func() { kl.setPaused(false) })
-	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
+	r = startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
 	r.waitLeading()
-	waitTerminating(t, api, ns, "web")
+	waitTerminating(t, api, ns, "web") // cordoned, checked for accelerator pods, evicting
+	return c, r, pool, ns, node
+}
+
+// Guards against this: dryRun: true, switched on by a reload while an opportunistic drain runs, does not stop it: the drain
+// finishes and sets perform-maintenance=true; and from then on, in dry run, our cordon is never lifted. An operator who
+// flips to dry run to stop all changes sees the service start GKE maintenance anyway.
+func testOppDryRunDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
+	c, r, pool, ns, node := startSlowOpportunisticDrain(t, api, kl, "oppdrymid")
 	cfg, err := config.Parse([]byte(oppPool(pool, "1s", 0, "dryRun: true")))
 	if err != nil {
 		t.Fatal(err)
@@ -448,17 +434,7 @@ func testOppConfiguredResource(t *testing.T, api *testenv.APIServer) {
 
 // Holds: GKE withdrawing the announcement while the node drains ends the work and lifts our cordon.
 func testOppVanishedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
-	c := newCluster(t, api)
-	pool := unique("oppvanish")
-	ns := api.Namespace("oppvanish")
-	node := unique("gpu")
-	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour))
-	c.pod(ns, "web", node, grace(30))
-	kl.setPaused(true)
-	t.Cleanup(func() { kl.setPaused(false) })
-	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
-	r.waitLeading()
-	waitTerminating(t, api, ns, "web")
+	c, r, _, _, node := startSlowOpportunisticDrain(t, api, kl, "oppvanish")
 	c.updateNode(node, "GKE withdrawing the maintenance", func(n *corev1.Node) { delete(n.Annotations, gke.AnnotationUpcomingMaintenance) })
 	kl.setPaused(false)
 	c.waitNode(node, "abandoned and uncordoned", func(n *corev1.Node) error {
