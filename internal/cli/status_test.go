@@ -481,13 +481,15 @@ func TestWatchRedraws(t *testing.T) {
 	// The API server restarting under the watch: the informer reconnects and later changes still redraw. While it
 	// is away the frame may say so (STALE); once the watch is back, that line goes.
 	api.Restart()
-	// Reconnecting may take a few rounds of stale and fresh frames: wait until it has settled on a fresh one.
+	// Reconnecting may take a few rounds of stale and fresh frames, and the workloads collector its own relist:
+	// wait until the frames have settled on a fresh one with the pod's workload back.
 	testenv.Eventually(t, 60*time.Second, "the watch back", func() error {
 		before := len(frames())
 		time.Sleep(3 * time.Second)
 		f := frames()
-		if len(f) != before || strings.Contains(f[len(f)-1], "STALE") {
-			return fmt.Errorf("%d frames, then %d; last:\n%s", before, len(f), f[len(f)-1])
+		last := f[len(f)-1]
+		if len(f) != before || strings.Contains(last, "STALE") || !strings.Contains(last, "default/solo") {
+			return fmt.Errorf("%d frames, then %d; last:\n%s", before, len(f), last)
 		}
 		return nil
 	})
