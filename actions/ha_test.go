@@ -36,12 +36,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 		names = append(names, name)
 	}
 	budget := watchPool(t, api, pool, 1)
-	lease := unique("lease")
-	policy := poolPolicy(pool, "")
-	replicas := []*replica{
-		startReplica(t, api, policy, replicaOpts{identity: "replica-a", lease: lease}),
-		startReplica(t, api, policy, replicaOpts{identity: "replica-b", lease: lease}),
-	}
+	replicas := startReplicaPair(t, api, poolPolicy(pool, ""))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -111,6 +106,15 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	}
 	if codes["replica-a"][http.StatusServiceUnavailable]+codes["replica-b"][http.StatusServiceUnavailable] == 0 {
 		t.Errorf("the follower never answered 503: %v", codes)
+	}
+}
+
+// startReplicaPair starts replica-a and replica-b on one Lease with the same policy.
+func startReplicaPair(t *testing.T, api *testenv.APIServer, policy string) []*replica {
+	lease := unique("lease")
+	return []*replica{
+		startReplica(t, api, policy, replicaOpts{identity: "replica-a", lease: lease}),
+		startReplica(t, api, policy, replicaOpts{identity: "replica-b", lease: lease}),
 	}
 }
 

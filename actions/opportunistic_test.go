@@ -387,12 +387,7 @@ func testOpportunisticTwoReplicas(t *testing.T, api *testenv.APIServer) {
 		c.node(names[i], map[string]string{"pool": pool}, announced(time.Duration(96+i)*time.Hour))
 	}
 	budget := watchPool(t, api, pool, 1)
-	lease := unique("lease")
-	policy := opportunisticPolicy(pool, "")
-	replicas := []*replica{
-		startReplica(t, api, policy, replicaOpts{identity: "replica-a", lease: lease}),
-		startReplica(t, api, policy, replicaOpts{identity: "replica-b", lease: lease}),
-	}
+	replicas := startReplicaPair(t, api, opportunisticPolicy(pool, ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
