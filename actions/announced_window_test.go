@@ -6,9 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // upcoming is GKE's node.gke.io/upcoming-maintenance for a window starting at 1750000000 (2025-06-15T15:06:40Z).
@@ -26,7 +26,7 @@ func TestAnnouncedWindowLifecycle(t *testing.T) {
 }
 
 func drainedAndCordoned(n *corev1.Node) error {
-	if err := inState(nodestate.Done)(n); err != nil {
+	if err := inState(nodeview.Done)(n); err != nil {
 		return err
 	}
 	if !n.Spec.Unschedulable {
@@ -51,7 +51,7 @@ func testLabelThenOngoing(t *testing.T, api *testenv.APIServer) {
 	node := announcedNode(c, pool)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	c.waitNode(node, "drained for the announced window", drainedAndCordoned)
 
 	c.updateNode(node, "GKE adding the label for the same maintenance", func(n *corev1.Node) {
@@ -60,11 +60,11 @@ func testLabelThenOngoing(t *testing.T, api *testenv.APIServer) {
 	c.updateNode(node, "GKE reporting the maintenance under way", func(n *corev1.Node) {
 		n.Annotations[gke.AnnotationUpcomingMaintenance] = upcoming("ONGOING")
 	})
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt)) // Alertmanager repeats the still-firing alert
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt)) // Alertmanager repeats the still-firing alert
 	settle()
 	n := c.get(node)
 	if !n.Spec.Unschedulable {
-		t.Errorf("uncordoned as the maintenance starts (reason %q)", n.Annotations[nodestate.AnnotationReason])
+		t.Errorf("uncordoned as the maintenance starts (reason %q)", n.Annotations[nodeview.AnnotationReason])
 	}
 	if k := c.countEvents(node, "DisruptionDrainStarted"); k != 1 {
 		t.Errorf("%d drains for one maintenance (events %q)", k, c.events(node))
@@ -78,7 +78,7 @@ func testWindowOngoing(t *testing.T, api *testenv.APIServer) {
 	node := announcedNode(c, pool)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	c.waitNode(node, "drained for the announced window", drainedAndCordoned)
 
 	c.updateNode(node, "GKE reporting the maintenance under way", func(n *corev1.Node) {
@@ -86,6 +86,6 @@ func testWindowOngoing(t *testing.T, api *testenv.APIServer) {
 	})
 	settle()
 	if n := c.get(node); !n.Spec.Unschedulable {
-		t.Errorf("uncordoned as the maintenance starts (reason %q)", n.Annotations[nodestate.AnnotationReason])
+		t.Errorf("uncordoned as the maintenance starts (reason %q)", n.Annotations[nodeview.AnnotationReason])
 	}
 }

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // BenchmarkWebhookAck measures how long Alertmanager waits for a reply to a notification of 100 actionable alerts,
@@ -44,7 +44,7 @@ func BenchmarkWebhookAck(b *testing.B) {
 		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		alerts = append(alerts, alert(name, nodestate.PerformMaintenance, true, startsAt))
+		alerts = append(alerts, alert(name, nodeview.PerformMaintenance, true, startsAt))
 	}
 	body := payload(b, alerts...)
 

@@ -11,8 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // failPatches answers 500 to PATCH requests on one node while on is set: the API server (or an admission webhook on
@@ -50,9 +50,9 @@ func TestParallelGroupNotStartedHalfWay(t *testing.T) {
 		return failPatches{next: rt, node: nodes[2], on: failing}
 	}})
 	r.waitLeading()
-	mustAccept(t, r, alert(nodes[0], nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(nodes[0], nodeview.Drain, false, startsAt))
 	c.waitNode(nodes[0], "claimed", func(n *corev1.Node) error {
-		if nodestate.Read(n).Phase == "" {
+		if nodeview.Of(n).Record.Phase == "" {
 			return fmt.Errorf("not claimed")
 		}
 		return nil
@@ -60,15 +60,15 @@ func TestParallelGroupNotStartedHalfWay(t *testing.T) {
 	settle()
 	for _, name := range nodes[:2] {
 		n := c.get(name)
-		if rec := nodestate.Read(n); rec.Phase != nodestate.Accepted || n.Spec.Unschedulable {
+		if rec := nodeview.Of(n).Record; rec.Phase != nodeview.Accepted || n.Spec.Unschedulable {
 			t.Errorf("%s went ahead (state %q, unschedulable %v) while %s of its group is not claimed", name, rec.Phase, n.Spec.Unschedulable, nodes[2])
 		}
 	}
 	failing.Store(false)
 	testenv.Eventually(t, 20*time.Second, "the group completed once the API answers", func() error {
 		n := c.get(nodes[2])
-		if rec := nodestate.Read(n); rec.Phase == "" {
-			return fmt.Errorf("%s never claimed; group members: %s %s", nodes[2], nodestate.Read(c.get(nodes[0])).Phase, nodestate.Read(c.get(nodes[1])).Phase)
+		if rec := nodeview.Of(n).Record; rec.Phase == "" {
+			return fmt.Errorf("%s never claimed; group members: %s %s", nodes[2], nodeview.Of(c.get(nodes[0])).Record.Phase, nodeview.Of(c.get(nodes[1])).Record.Phase)
 		}
 		return nil
 	})

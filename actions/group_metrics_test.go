@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // TestGroupMembersStopWaiting: every node of a parallel pool of 8 has its own alert, waiting for the cluster cap. When
@@ -44,7 +44,7 @@ drain:
 	r := startReplica(t, api, policy(7), replicaOpts{})
 	r.waitLeading()
 	for _, n := range nodes {
-		mustAccept(t, r, alert(n, nodestate.Drain, false, startsAt))
+		mustAccept(t, r, alert(n, nodeview.Drain, false, startsAt))
 	}
 	waiting := map[string]string{"action": "drain", "pool": pool, "reason": "cluster_cap"}
 	r.waitMetric("all eight wait for the cap", "gke_disruption_actions_waiting", waiting, 8)
@@ -55,14 +55,14 @@ drain:
 	}
 	r.svc.SetConfig(cfg)
 	for _, n := range nodes {
-		c.waitNode(n, "the pool drains as one operation", inState(nodestate.Draining))
+		c.waitNode(n, "the pool drains as one operation", inState(nodeview.Draining))
 	}
 	r.waitMetric("no alert is waiting once its node is draining", "gke_disruption_actions_waiting", waiting, 0)
 
 	// The alerts resolve while the drains run: nothing was withdrawn.
 	var resolved []string
 	for _, n := range nodes {
-		a := alert(n, nodestate.Drain, false, startsAt)
+		a := alert(n, nodeview.Drain, false, startsAt)
 		a.Status, a.EndsAt = "resolved", time.Now()
 		code, _ := post(t, r.url, payload(t, a), postOpts{})
 		if code != 200 {

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
@@ -48,7 +48,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	// Alertmanager: the same four alerts to both replicas at once, again and again.
 	var alerts = payload(t, func() (out []template.Alert) {
 		for _, n := range names {
-			out = append(out, alert(n, nodestate.Drain, false, startsAt))
+			out = append(out, alert(n, nodeview.Drain, false, startsAt))
 		}
 		return out
 	}()...)
@@ -76,7 +76,7 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	// Half-way, the leader dies; the other replica must resume without double work.
 	testenv.Eventually(t, waitLong, "first node finished", func() error {
 		for _, name := range names {
-			if r := nodestate.Read(c.get(name)); r.Phase == nodestate.Done && r.CordonedBy == "" {
+			if r := nodeview.Of(c.get(name)).Record; r.Phase == nodeview.Done && r.CordonedBy == "" {
 				return nil
 			}
 		}
@@ -85,8 +85,8 @@ func testTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	stopLeader(t, replicas)
 	for _, name := range names {
 		c.waitNode(name, "node "+name+" drained, maintained and uncordoned", func(n *corev1.Node) error {
-			r := nodestate.Read(n)
-			if r.Phase != nodestate.Done || n.Spec.Unschedulable || r.CordonedBy != "" {
+			r := nodeview.Of(n).Record
+			if r.Phase != nodeview.Done || n.Spec.Unschedulable || r.CordonedBy != "" {
 				return fmt.Errorf("state %q, unschedulable %v, cordoned-by %q", r.Phase, n.Spec.Unschedulable, r.CordonedBy)
 			}
 			return nil
@@ -168,8 +168,8 @@ func simulateGKE(ctx context.Context, c *cluster, name string) {
 	if err != nil {
 		return
 	}
-	r := nodestate.Read(n)
-	if r.Phase != nodestate.Done || r.CordonedBy == "" {
+	r := nodeview.Of(n).Record
+	if r.Phase != nodeview.Done || r.CordonedBy == "" {
 		return
 	}
 	_, inMaintenance := n.Labels[gke.LabelActiveNodeMaintenance]

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/alertmanager/template"
@@ -38,7 +39,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -226,10 +226,10 @@ func (r *replica) waitMetric(step, name string, labels map[string]string, want f
 }
 
 // alert is one Alertmanager alert as the mixin's rules raise it.
-func alert(node string, action nodestate.Action, canReschedule bool, startsAt time.Time) template.Alert {
+func alert(node string, action nodeview.Action, canReschedule bool, startsAt time.Time) template.Alert {
 	labels := template.KV{"alertname": "GKENodeMaintenanceNotReschedulable", "severity": "warning", "node": node,
 		"gke_disruption_action": string(action), "can_reschedule": fmt.Sprint(canReschedule)}
-	if action == nodestate.PerformMaintenance {
+	if action == nodeview.PerformMaintenance {
 		labels["alertname"] = "GKENodeMaintenanceWindowApproaching"
 	}
 	return template.Alert{Status: "firing", Labels: labels, Annotations: template.KV{}, StartsAt: startsAt,
@@ -352,9 +352,9 @@ func (c *cluster) waitNode(name, step string, check func(*corev1.Node) error) *c
 	return last
 }
 
-func inState(phase nodestate.Phase) func(*corev1.Node) error {
+func inState(phase nodeview.Phase) func(*corev1.Node) error {
 	return func(n *corev1.Node) error {
-		if r := nodestate.Read(n); r.Phase != phase {
+		if r := nodeview.Of(n).Record; r.Phase != phase {
 			return fmt.Errorf("state %q (reason %q), want %q", r.Phase, r.Reason, phase)
 		}
 		return nil
@@ -395,7 +395,7 @@ func (c *cluster) startMaintenanceAndWaitNoted(name string) {
 	c.t.Helper()
 	c.startMaintenance(name)
 	c.waitNode(name, "maintenance noted", func(n *corev1.Node) error {
-		if !nodestate.Read(n).MaintenanceSeen {
+		if !nodeview.Of(n).Record.MaintenanceSeen {
 			return fmt.Errorf("annotations %v", n.Annotations)
 		}
 		return nil

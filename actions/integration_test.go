@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
@@ -74,12 +74,12 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	r := startReplica(t, api, poolPolicy(pool, "performMaintenance: {drainFirst: true}\n"), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
-	n := c.waitNode(node, "perform-maintenance requested", inState(nodestate.MaintenanceRequested))
+	mustAccept(t, r, alert(node, nodeview.PerformMaintenance, true, startsAt))
+	n := c.waitNode(node, "perform-maintenance requested", inState(nodeview.MaintenanceRequested))
 	if n.Labels[gke.LabelPerformMaintenance] != "true" {
 		t.Errorf("label %s not set: %v", gke.LabelPerformMaintenance, n.Labels)
 	}
-	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
 		t.Errorf("drainFirst: node should be cordoned by %s: unschedulable %v, annotations %v", r.identity, n.Spec.Unschedulable, n.Annotations)
 	}
 	if _, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "trainer", metav1.GetOptions{}); err == nil {
@@ -99,7 +99,7 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	}
 	c.finishMaintenance(node)
 	n = c.waitNode(node, "done and uncordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
 		if n.Spec.Unschedulable {
@@ -107,7 +107,7 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 		}
 		return nil
 	})
-	if _, ok := n.Annotations[nodestate.AnnotationCordonedBy]; ok {
+	if _, ok := n.Annotations[nodeview.AnnotationCordonedBy]; ok {
 		t.Errorf("cordoned-by left behind: %v", n.Annotations)
 	}
 	for _, want := range []string{"DisruptionActionAccepted", "DisruptionDrainStarted", "DisruptionMaintenanceRequested", "DisruptionMaintenanceFinished"} {
@@ -119,7 +119,7 @@ func testPerformMaintenance(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	}
 
 	// Alertmanager repeats the same alert: the episode is finished, nothing happens again.
-	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
+	mustAccept(t, r, alert(node, nodeview.PerformMaintenance, true, startsAt))
 	time.Sleep(time.Second) // give a wrong second action the chance to show; the assertions below do not depend on speed
 	if n := c.get(node); n.Labels[gke.LabelPerformMaintenance] != "" || n.Spec.Unschedulable {
 		t.Errorf("a repeat of a finished alert acted again: labels %v, unschedulable %v", n.Labels, n.Spec.Unschedulable)
@@ -137,7 +137,7 @@ func testNotReschedulable(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.PerformMaintenance, false, startsAt))
 	c.waitEvent(node, "DisruptionActionRefused: refused perform-maintenance: can_reschedule is not true")
 	r.waitMetric("skip counted", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "skipped"}, 1)
 	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
@@ -173,9 +173,9 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{self: types.NamespacedName{Namespace: ns, Name: "actions-self"}})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
-	n := c.waitNode(node, "drain done", inState(nodestate.Done))
-	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
+	n := c.waitNode(node, "drain done", inState(nodeview.Done))
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
 		t.Errorf("drained node should stay cordoned by us until GKE is done: %v %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	for pod, want := range map[string]int64{"short": 5, "long": 10, "default-grace": 10} {
@@ -196,7 +196,7 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	c.startMaintenanceAndWaitNoted(node)
 	c.finishMaintenance(node)
 	c.waitNode(node, "uncordoned after maintenance", func(n *corev1.Node) error {
-		if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {
+		if n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != "" {
 			return fmt.Errorf("unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 		}
 		return nil
@@ -222,22 +222,22 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	policy := strings.NewReplacer("timeout: 20s", "timeout: 3s", "maxGracePeriod: 10s", "maxGracePeriod: 2s").Replace(poolPolicy(pool, ""))
 	r := startReplica(t, api, policy, replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 
 	c.waitNode(node, "draining", func(n *corev1.Node) error {
-		if r := nodestate.Read(n); r.Phase != nodestate.Draining && r.Phase != nodestate.Failed {
+		if r := nodeview.Of(n).Record; r.Phase != nodeview.Draining && r.Phase != nodeview.Failed {
 			return fmt.Errorf("state %q", r.Phase)
 		}
 		return nil
 	})
-	n := c.waitNode(node, "drain failed", inState(nodestate.Failed))
-	reason := n.Annotations[nodestate.AnnotationReason]
+	n := c.waitNode(node, "drain failed", inState(nodeview.Failed))
+	reason := n.Annotations[nodeview.AnnotationReason]
 	if !strings.Contains(reason, "did not finish within 3s") || !strings.Contains(reason, "guarded") {
 		t.Errorf("failure reason %q should say the drain timed out on pod guarded", reason)
 	}
 	// The maintenance cannot be moved and is still pending: pods placed on the node would be stopped by it, so
 	// the cordon stays, and the reason says so.
-	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] == "" || !strings.Contains(reason, "stays cordoned") {
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] == "" || !strings.Contains(reason, "stays cordoned") {
 		t.Errorf("a failed drain before unmovable maintenance must keep our cordon: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	if p, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "guarded", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
@@ -258,9 +258,9 @@ func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
 	// maxUnavailable 1: the candidate's own cordon does not count against it.
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
-	n := c.waitNode(node, "drain done", inState(nodestate.Done))
-	if _, ok := n.Annotations[nodestate.AnnotationCordonedBy]; ok {
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
+	n := c.waitNode(node, "drain done", inState(nodeview.Done))
+	if _, ok := n.Annotations[nodeview.AnnotationCordonedBy]; ok {
 		t.Fatalf("the cordon was someone else's, yet recorded as ours: %v", n.Annotations)
 	}
 	c.startMaintenance(node)
@@ -281,7 +281,7 @@ func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 
-	body := payload(t, alert(node, nodestate.Drain, false, startsAt))
+	body := payload(t, alert(node, nodeview.Drain, false, startsAt))
 	errs := make(chan error, 10)
 	for range 10 {
 		go func() {
@@ -297,10 +297,10 @@ func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {
 			t.Fatal(err)
 		}
 	}
-	c.waitNode(node, "drain done", inState(nodestate.Done))
+	c.waitNode(node, "drain done", inState(nodeview.Done))
 	// And ten more after it finished.
 	for range 10 {
-		mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+		mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	}
 	time.Sleep(time.Second) // a second action would start within this; the checks do not depend on speed
 	r.waitMetric("one success", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)
@@ -309,7 +309,7 @@ func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {
 			t.Errorf("%s %d times, want once: %q", reason, got, c.events(node))
 		}
 	}
-	if r := nodestate.Read(c.get(node)); r.Phase != nodestate.Done {
+	if r := nodeview.Of(c.get(node)).Record; r.Phase != nodeview.Done {
 		t.Errorf("state %q after repeats", r.Phase)
 	}
 }
@@ -322,7 +322,7 @@ func testSpoofedAlerts(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(outside, nodestate.Drain, false, startsAt), alert("no-such-node", nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(outside, nodeview.Drain, false, startsAt), alert("no-such-node", nodeview.Drain, false, startsAt))
 	c.waitEvent(outside, "DisruptionActionRefused: refused drain: node is matched by no pool")
 	r.waitMetric("both skipped", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "skipped"}, 2)
 	if after := c.get(outside); after.ResourceVersion != before.ResourceVersion || after.Spec.Unschedulable {
@@ -337,7 +337,7 @@ func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
 	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{webConfig: webConfigFile(t)})
 	r.waitLeading()
-	body := payload(t, alert(node, nodestate.Drain, false, startsAt))
+	body := payload(t, alert(node, nodeview.Drain, false, startsAt))
 
 	for _, tc := range []struct {
 		name string
@@ -372,7 +372,7 @@ func testAuthAndBadRequests(t *testing.T, api *testenv.APIServer) {
 	if code != http.StatusOK || len(results) != 1 || results[0].Decision != webhook.Accepted {
 		t.Fatalf("authenticated request: %d %+v", code, results)
 	}
-	c.waitNode(node, "drain done", inState(nodestate.Done))
+	c.waitNode(node, "drain done", inState(nodeview.Done))
 }
 
 func testDryRun(t *testing.T, api *testenv.APIServer) {
@@ -382,7 +382,7 @@ func testDryRun(t *testing.T, api *testenv.APIServer) {
 	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{dryRun: true})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt), alert(node, nodestate.PerformMaintenance, true, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt), alert(node, nodeview.PerformMaintenance, true, startsAt))
 	c.waitEvent(node, "DisruptionActionDryRun: dry run: would perform-maintenance")
 	r.waitMetric("dry run counted", "gke_disruption_actions_total", map[string]string{"action": "perform-maintenance", "result": "dry_run"}, 1)
 	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
@@ -399,17 +399,17 @@ func testRollingWaitsForSlot(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(a, nodestate.Drain, false, startsAt))
-	c.waitNode(a, "first node drained", inState(nodestate.Done))
+	mustAccept(t, r, alert(a, nodeview.Drain, false, startsAt))
+	c.waitNode(a, "first node drained", inState(nodeview.Done))
 	// Sent once only: the service itself must come back to it when the slot frees.
-	mustAccept(t, r, alert(b, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(b, nodeview.Drain, false, startsAt))
 	c.waitEvent(b, "DisruptionActionWaiting: drain waits: pool "+pool+": 1 of 2 nodes unavailable")
-	if st := nodestate.Read(c.get(b)); st.Phase != "" {
+	if st := nodeview.Of(c.get(b)).Record; st.Phase != "" {
 		t.Fatalf("second node acted on while the first holds the only slot: %q", st.Phase)
 	}
 	c.startMaintenance(a)
 	c.finishMaintenance(a)
-	c.waitNode(b, "second node drained once the slot freed", inState(nodestate.Done))
+	c.waitNode(b, "second node drained once the slot freed", inState(nodeview.Done))
 	if n := c.get(a); n.Spec.Unschedulable {
 		t.Error("first node still cordoned")
 	}
@@ -424,12 +424,12 @@ func testResolvedWithdrawsWaiting(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(a, nodestate.Drain, false, startsAt))
-	c.waitNode(a, "first node drained", inState(nodestate.Done))
-	mustAccept(t, r, alert(b, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(a, nodeview.Drain, false, startsAt))
+	c.waitNode(a, "first node drained", inState(nodeview.Done))
+	mustAccept(t, r, alert(b, nodeview.Drain, false, startsAt))
 	c.waitEvent(b, "DisruptionActionWaiting")
 
-	resolved := alert(b, nodestate.Drain, false, startsAt)
+	resolved := alert(b, nodeview.Drain, false, startsAt)
 	resolved.Status = "resolved"
 	code, results := post(t, r.url, payload(t, resolved), postOpts{})
 	if code != http.StatusOK || len(results) != 1 || results[0].Decision != webhook.Skipped {
@@ -446,7 +446,7 @@ func testResolvedWithdrawsWaiting(t *testing.T, api *testenv.APIServer) {
 		return nil
 	})
 	time.Sleep(time.Second) // the withdrawn alert would be acted on within this; the check does not depend on speed
-	if st := nodestate.Read(c.get(b)); st.Phase != "" || c.get(b).Spec.Unschedulable {
+	if st := nodeview.Of(c.get(b)).Record; st.Phase != "" || c.get(b).Spec.Unschedulable {
 		t.Errorf("withdrawn work was done: state %q", st.Phase)
 	}
 }
@@ -464,13 +464,13 @@ func testNoLongerScheduled(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	defer kl.setPaused(false)
 	r := startReplica(t, api, poolPolicy(pool, "performMaintenance: {drainFirst: true}\n"), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.PerformMaintenance, true, startsAt))
+	mustAccept(t, r, alert(node, nodeview.PerformMaintenance, true, startsAt))
 	waitTerminating(t, api, ns, "slow")
 	c.updateNode(node, "GKE moving the maintenance", func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = "1760000000" })
 	kl.setPaused(false)
 
 	n := c.waitNode(node, "done without a request, uncordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
 		if n.Spec.Unschedulable {

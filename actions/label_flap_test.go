@@ -7,9 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // TestLabelFlapDuringDrain: the scheduled-maintenance-time label disappears for a moment mid-drain and comes back
@@ -29,12 +29,12 @@ func TestLabelFlapDuringDrain(t *testing.T) {
 	kl.setPaused(true)
 	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 1m", 1), replicaOpts{})
 	r.waitLeading()
-	a := alert(node, nodestate.Drain, false, startsAt)
+	a := alert(node, nodeview.Drain, false, startsAt)
 	mustAccept(t, r, a)
 	waitTerminating(t, api, ns, "slow")
 
 	c.updateNode(node, "the label disappearing", func(n *corev1.Node) { delete(n.Labels, gke.LabelScheduledMaintenanceTime) })
-	c.waitNode(node, "drain abandoned", inState(nodestate.Done))
+	c.waitNode(node, "drain abandoned", inState(nodeview.Done))
 	c.updateNode(node, "the same label back", withScheduledMaintenance)
 	kl.setPaused(false)
 	mustAccept(t, r, a) // Alertmanager repeats the still-firing alert
@@ -42,8 +42,8 @@ func TestLabelFlapDuringDrain(t *testing.T) {
 		if err := drainedAndCordoned(n); err != nil {
 			return err
 		}
-		if nodestate.Read(n).Reason != "" {
-			return fmt.Errorf("still the abandoned record: %q", nodestate.Read(n).Reason)
+		if nodeview.Of(n).Record.Reason != "" {
+			return fmt.Errorf("still the abandoned record: %q", nodeview.Of(n).Record.Reason)
 		}
 		return nil
 	})

@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // TestOpportunisticEdges: what an operator's cluster does to opportunistic maintenance mid-work: pods bound while a
@@ -96,7 +96,7 @@ func runningPod(t *testing.T, api *testenv.APIServer, ns, name string) bool {
 
 func acceptedAt(t *testing.T, n *corev1.Node) time.Time {
 	t.Helper()
-	at, err := time.Parse(time.RFC3339Nano, n.Annotations[nodestate.AnnotationAcceptedAt])
+	at, err := time.Parse(time.RFC3339Nano, n.Annotations[nodeview.AnnotationAcceptedAt])
 	if err != nil {
 		t.Fatalf("accepted-at of %s: %v", n.Name, err)
 	}
@@ -107,8 +107,8 @@ func acceptedAt(t *testing.T, n *corev1.Node) time.Time {
 func (c *cluster) requestedOrEnded(name string) *corev1.Node {
 	c.t.Helper()
 	return c.waitNode(name, "perform-maintenance requested or work ended", func(n *corev1.Node) error {
-		r := nodestate.Read(n)
-		if nodestate.PerformMaintenanceRequested(n) || r.Phase == nodestate.Done || r.Phase == nodestate.Failed {
+		r := nodeview.Of(n).Record
+		if nodeview.Of(n).PerformMaintenanceRequested || r.Phase == nodeview.Done || r.Phase == nodeview.Failed {
 			return nil
 		}
 		return fmt.Errorf("state %q, labels %v", r.Phase, n.Labels)
@@ -165,7 +165,7 @@ func testOppPodBoundDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubele
 	c.pod(ns, "trainer", node, usingGPU())
 	kl.setPaused(false)
 	n := c.requestedOrEnded(node)
-	if nodestate.PerformMaintenanceRequested(n) && runningPod(t, api, ns, "trainer") {
+	if nodeview.Of(n).PerformMaintenanceRequested && runningPod(t, api, ns, "trainer") {
 		t.Errorf("perform-maintenance=true requested while accelerator pod %s/trainer runs on %s", ns, node)
 	}
 }
@@ -182,19 +182,19 @@ func testOppSliceAbandonedAsWhole(t *testing.T, api *testenv.APIServer) {
 	for _, h := range hosts {
 		c.node(h, map[string]string{"pool": pool}, announced(96*time.Hour), tpuHost(slice), func(n *corev1.Node) {
 			// As a leader leaves the slice when it claimed it and stopped before cordoning.
-			n.Annotations[nodestate.AnnotationAction] = string(nodestate.OpportunisticMaintenance)
-			n.Annotations[nodestate.AnnotationState] = string(nodestate.Accepted)
-			n.Annotations[nodestate.AnnotationOpportunistic] = "true"
-			n.Annotations[nodestate.AnnotationGroup] = strings.Join(hosts, ",")
-			n.Annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(n).Key()
+			n.Annotations[nodeview.AnnotationAction] = string(nodeview.OpportunisticMaintenance)
+			n.Annotations[nodeview.AnnotationState] = string(nodeview.Accepted)
+			n.Annotations[nodeview.AnnotationOpportunistic] = "true"
+			n.Annotations[nodeview.AnnotationGroup] = strings.Join(hosts, ",")
+			n.Annotations[nodeview.AnnotationMaintenance] = nodeview.Of(n).Maintenance.Key()
 		})
 	}
 	c.pod(ns, "worker-0", hosts[0], usingTPU())
 	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
 	r.waitLeading()
-	c.waitNode(hosts[0], "host with the pod abandoned", inState(nodestate.Done))
+	c.waitNode(hosts[0], "host with the pod abandoned", inState(nodeview.Done))
 	n := c.requestedOrEnded(hosts[1])
-	if nodestate.PerformMaintenanceRequested(n) {
+	if nodeview.Of(n).PerformMaintenanceRequested {
 		t.Errorf("%s asked GKE for maintenance while %s of its slice runs %s/worker-0: a slice is maintained as a whole", hosts[1], hosts[0], ns)
 	}
 }
@@ -273,7 +273,7 @@ func (i *injectBeforeClaim) RoundTrip(req *http.Request) (*http.Response, error)
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		i.mu.Lock()
-		first := !i.done && bytes.Contains(body, []byte(`"`+nodestate.AnnotationState+`":"accepted"`))
+		first := !i.done && bytes.Contains(body, []byte(`"`+nodeview.AnnotationState+`":"accepted"`))
 		i.done = i.done || first
 		i.mu.Unlock()
 		if first {
@@ -325,7 +325,7 @@ func testOppChangedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet
 	c.updateNode(node, ch.name, ch.change)
 	kl.setPaused(false)
 	n := c.requestedOrEnded(node)
-	if nodestate.PerformMaintenanceRequested(n) {
+	if nodeview.Of(n).PerformMaintenanceRequested {
 		t.Errorf("%s during the drain, yet perform-maintenance=true was requested (node cordoned: %v)", ch.name, n.Spec.Unschedulable)
 	}
 }
@@ -364,7 +364,7 @@ func testOppDryRunDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet)
 		return nil
 	})
 	settle()
-	if n := c.get(node); nodestate.PerformMaintenanceRequested(n) {
+	if n := c.get(node); nodeview.Of(n).PerformMaintenanceRequested {
 		t.Errorf("perform-maintenance=true set after dryRun: true was loaded: labels %v", n.Labels)
 	}
 }
@@ -438,10 +438,10 @@ func testOppVanishedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubele
 	c.updateNode(node, "GKE withdrawing the maintenance", func(n *corev1.Node) { delete(n.Annotations, gke.AnnotationUpcomingMaintenance) })
 	kl.setPaused(false)
 	c.waitNode(node, "abandoned and uncordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
-		if n.Spec.Unschedulable || nodestate.PerformMaintenanceRequested(n) {
+		if n.Spec.Unschedulable || nodeview.Of(n).PerformMaintenanceRequested {
 			return fmt.Errorf("unschedulable %v, labels %v", n.Spec.Unschedulable, n.Labels)
 		}
 		return nil
@@ -458,17 +458,17 @@ func testOppVanishedAfterRequest(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
 	r.waitLeading()
 	c.waitNode(node, "requested", func(n *corev1.Node) error {
-		if !nodestate.PerformMaintenanceRequested(n) {
+		if !nodeview.Of(n).PerformMaintenanceRequested {
 			return fmt.Errorf("labels %v", n.Labels)
 		}
 		return nil
 	})
 	c.updateNode(node, "GKE withdrawing the maintenance", func(n *corev1.Node) { delete(n.Annotations, gke.AnnotationUpcomingMaintenance) })
 	c.waitNode(node, "request withdrawn and uncordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
-		if n.Spec.Unschedulable || nodestate.PerformMaintenanceRequested(n) {
+		if n.Spec.Unschedulable || nodeview.Of(n).PerformMaintenanceRequested {
 			return fmt.Errorf("unschedulable %v, labels %v", n.Spec.Unschedulable, n.Labels)
 		}
 		return nil
@@ -484,7 +484,7 @@ func testOppRemovedMidWork(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, oppPool(pool, "1s", 0, ""), replicaOpts{})
 	r.waitLeading()
 	c.waitNode(node, "requested", func(n *corev1.Node) error {
-		if !nodestate.PerformMaintenanceRequested(n) {
+		if !nodeview.Of(n).PerformMaintenanceRequested {
 			return fmt.Errorf("labels %v", n.Labels)
 		}
 		return nil
@@ -501,7 +501,7 @@ func testOppRemovedMidWork(t *testing.T, api *testenv.APIServer) {
 		n.Spec.Taints = nil
 	})
 	c.waitNode(node, "done and uncordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
 		if n.Spec.Unschedulable {
@@ -534,7 +534,7 @@ maxDisruptedNodes: %[3]d
 drain: {timeout: 30s, evictionRetryDelay: 200ms}
 `, pool, other, disruptedNow(t, api)+1), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(drained, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(drained, nodeview.Drain, false, startsAt))
 	waitTerminating(t, api, ns, "web")
 	waiting := map[string]string{"action": "opportunistic-maintenance", "pool": pool, "reason": "cluster_cap"}
 	r.waitMetric("the idle node waits for the cap", "gke_disruption_actions_waiting", waiting, 1)
@@ -544,7 +544,7 @@ drain: {timeout: 30s, evictionRetryDelay: 200ms}
 	}
 	// The drain finishes and GKE's maintenance ends: the slot is free.
 	kl.setPaused(false)
-	c.waitNode(drained, "drained", inState(nodestate.Done))
+	c.waitNode(drained, "drained", inState(nodeview.Done))
 	c.startMaintenanceAndWaitNoted(drained)
 	c.finishMaintenance(drained)
 	c.waitNode(drained, "uncordoned", func(n *corev1.Node) error {
@@ -579,14 +579,14 @@ func testOppTerminatingPodIsNotLanded(t *testing.T, api *testenv.APIServer, kl *
 	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour), func(n *corev1.Node) {
 		// As a leader leaves it when it stopped while its drain waited for the evicted pod to terminate.
 		n.Spec.Unschedulable = true
-		n.Annotations[nodestate.AnnotationAction] = string(nodestate.OpportunisticMaintenance)
-		n.Annotations[nodestate.AnnotationState] = string(nodestate.Draining)
-		n.Annotations[nodestate.AnnotationOpportunistic] = "true"
-		n.Annotations[nodestate.AnnotationClaimedBy] = "previous-leader"
-		n.Annotations[nodestate.AnnotationCordonedBy] = "previous-leader"
-		n.Annotations[nodestate.AnnotationAcceptedAt] = nodestate.FormatTime(time.Now())
-		n.Annotations[nodestate.AnnotationDrainStartedAt] = nodestate.FormatTime(time.Now())
-		n.Annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(n).Key()
+		n.Annotations[nodeview.AnnotationAction] = string(nodeview.OpportunisticMaintenance)
+		n.Annotations[nodeview.AnnotationState] = string(nodeview.Draining)
+		n.Annotations[nodeview.AnnotationOpportunistic] = "true"
+		n.Annotations[nodeview.AnnotationClaimedBy] = "previous-leader"
+		n.Annotations[nodeview.AnnotationCordonedBy] = "previous-leader"
+		n.Annotations[nodeview.AnnotationAcceptedAt] = nodeview.FormatTime(time.Now())
+		n.Annotations[nodeview.AnnotationDrainStartedAt] = nodeview.FormatTime(time.Now())
+		n.Annotations[nodeview.AnnotationMaintenance] = nodeview.Of(n).Maintenance.Key()
 	})
 	c.pod(ns, "trainer", node, usingGPU(), grace(30))
 	if err := api.Client.CoreV1().Pods(ns).Delete(context.Background(), "trainer", metav1.DeleteOptions{}); err != nil {
@@ -598,7 +598,7 @@ func testOppTerminatingPodIsNotLanded(t *testing.T, api *testenv.APIServer, kl *
 	settle()
 	kl.setPaused(false)
 	n := c.requestedOrEnded(node)
-	if reason := n.Annotations[nodestate.AnnotationReason]; strings.Contains(reason, "started using an accelerator") {
+	if reason := n.Annotations[nodeview.AnnotationReason]; strings.Contains(reason, "started using an accelerator") {
 		t.Errorf("drain abandoned for the pod it evicted itself: %q (unschedulable %v)", reason, n.Spec.Unschedulable)
 	}
 }

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // TestOpportunistic: the leader itself starts reschedulable maintenance on idle nodes of pools that ask for it.
@@ -65,8 +65,8 @@ drain:
 }
 
 func taken(n *corev1.Node) bool {
-	r := nodestate.Read(n)
-	return r.Action == nodestate.OpportunisticMaintenance && (r.Active() || r.HoldsCordon())
+	r := nodeview.Of(n).Record
+	return r.Action == nodeview.OpportunisticMaintenance && (r.Active() || r.HoldsCordon())
 }
 
 // testOpportunisticExample is GKE's documented example: a 4-node pool, minNodes 3; node1 busy, node2 idle only
@@ -103,7 +103,7 @@ func testOpportunisticExample(t *testing.T, api *testenv.APIServer) {
 		t.Fatalf("took %s first, want %s (idle long enough, maintenance first)", first, names[2])
 	}
 	c.waitNode(first, "perform-maintenance requested", func(n *corev1.Node) error {
-		if !nodestate.PerformMaintenanceRequested(n) || !n.Spec.Unschedulable {
+		if !nodeview.Of(n).PerformMaintenanceRequested || !n.Spec.Unschedulable {
 			return fmt.Errorf("labels %v, unschedulable %v", n.Labels, n.Spec.Unschedulable)
 		}
 		return nil
@@ -150,16 +150,16 @@ func testOpportunisticPodWins(t *testing.T, api *testenv.APIServer) {
 	node := unique("gpu")
 	c.node(node, map[string]string{"pool": pool}, announced(96*time.Hour), func(n *corev1.Node) {
 		// As a leader leaves it when it decided and stopped before cordoning.
-		n.Annotations[nodestate.AnnotationAction] = string(nodestate.OpportunisticMaintenance)
-		n.Annotations[nodestate.AnnotationState] = string(nodestate.Accepted)
-		n.Annotations[nodestate.AnnotationOpportunistic] = "true"
-		n.Annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(n).Key()
+		n.Annotations[nodeview.AnnotationAction] = string(nodeview.OpportunisticMaintenance)
+		n.Annotations[nodeview.AnnotationState] = string(nodeview.Accepted)
+		n.Annotations[nodeview.AnnotationOpportunistic] = "true"
+		n.Annotations[nodeview.AnnotationMaintenance] = nodeview.Of(n).Maintenance.Key()
 	})
 	c.pod(ns, "landed", node, usingGPU())
 	r := startReplica(t, api, opportunisticPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	n := c.waitNode(node, "abandoned", inState(nodestate.Done))
-	if n.Spec.Unschedulable || nodestate.PerformMaintenanceRequested(n) {
+	n := c.waitNode(node, "abandoned", inState(nodeview.Done))
+	if n.Spec.Unschedulable || nodeview.Of(n).PerformMaintenanceRequested {
 		t.Errorf("unschedulable %v, labels %v: the pod's node must be left to it", n.Spec.Unschedulable, n.Labels)
 	}
 	if p, err := api.Client.CoreV1().Pods(ns).Get(context.Background(), "landed", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
@@ -301,7 +301,7 @@ drain: {timeout: 20s, evictionRetryDelay: 200ms}
 	r.waitLeading()
 	for _, h := range idleHosts {
 		c.waitNode(h, "the idle slice taken as a whole", func(n *corev1.Node) error {
-			if !taken(n) || !nodestate.PerformMaintenanceRequested(n) {
+			if !taken(n) || !nodeview.Of(n).PerformMaintenanceRequested {
 				return fmt.Errorf("annotations %v, labels %v", n.Annotations, n.Labels)
 			}
 			return nil
@@ -361,10 +361,10 @@ func simulateOpportunisticGKE(ctx context.Context, c *cluster, name string) {
 	if err != nil {
 		return
 	}
-	r := nodestate.Read(n)
+	r := nodeview.Of(n).Record
 	_, inMaintenance := n.Labels[gke.LabelActiveNodeMaintenance]
 	switch {
-	case nodestate.PerformMaintenanceRequested(n) && !inMaintenance:
+	case nodeview.Of(n).PerformMaintenanceRequested && !inMaintenance:
 		n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING"
 		delete(n.Labels, gke.LabelPerformMaintenance)
 	case inMaintenance && r.MaintenanceSeen:
@@ -395,7 +395,7 @@ func testOpportunisticTwoReplicas(t *testing.T, api *testenv.APIServer) {
 
 	testenv.Eventually(t, waitLong, "first node maintained", func() error {
 		for _, name := range names {
-			if r := nodestate.Read(c.get(name)); r.Phase == nodestate.Done && r.MaintenanceSeen {
+			if r := nodeview.Of(c.get(name)).Record; r.Phase == nodeview.Done && r.MaintenanceSeen {
 				return nil
 			}
 		}
@@ -404,8 +404,8 @@ func testOpportunisticTwoReplicas(t *testing.T, api *testenv.APIServer) {
 	stopLeader(t, replicas)
 	for _, name := range names {
 		c.waitNode(name, "node "+name+" maintained and uncordoned", func(n *corev1.Node) error {
-			r := nodestate.Read(n)
-			if r.Phase != nodestate.Done || !r.MaintenanceSeen || n.Spec.Unschedulable {
+			r := nodeview.Of(n).Record
+			if r.Phase != nodeview.Done || !r.MaintenanceSeen || n.Spec.Unschedulable {
 				return fmt.Errorf("state %q, seen %v, unschedulable %v", r.Phase, r.MaintenanceSeen, n.Spec.Unschedulable)
 			}
 			return nil

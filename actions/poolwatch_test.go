@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // poolWatch sees every change to the nodes of a pool, in order, and keeps what budgets and exactly-once are
@@ -53,13 +53,13 @@ func watchPool(t *testing.T, api *testenv.APIServer, pool string, limit int) *po
 func (pw *poolWatch) observe(n *corev1.Node) {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
-	if r := nodestate.Read(n); r.Phase == nodestate.Accepted {
+	if r := nodeview.Of(n).Record; r.Phase == nodeview.Accepted {
 		if pw.claims[n.Name] == nil {
 			pw.claims[n.Name] = map[string]bool{}
 		}
-		pw.claims[n.Name][r.ClaimedBy+" at "+n.Annotations[nodestate.AnnotationAcceptedAt]] = true
+		pw.claims[n.Name][r.ClaimedBy+" at "+n.Annotations[nodeview.AnnotationAcceptedAt]] = true
 	}
-	pw.disrupted[n.Name] = nodestate.Disrupted(n)
+	pw.disrupted[n.Name] = nodeview.Of(n).Disrupted()
 	var which []string
 	for name, d := range pw.disrupted {
 		if d {

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // DefaultReloadInterval is how often the policy file is checked for changes.
@@ -33,7 +33,7 @@ func NewConfigWatcher(logger *slog.Logger, path string, interval time.Duration, 
 	w := &ConfigWatcher{
 		logger: logger, path: path, interval: interval, apply: apply,
 		success: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "actions_config_last_reload_successful",
 			Help:      "1 when the last load of the policy file succeeded; 0 when it failed and the previous policy stays in force.",
 		}),

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // slowDrainPolicy gives drains room to outlive restarts.
@@ -49,16 +49,16 @@ func TestDrainSurvivesAPIServerRestart(t *testing.T) {
 	r := startReplica(t, api, slowDrainPolicy(pool), replicaOpts{})
 	r.waitLeading()
 
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	waitTerminating(t, api, ns, "slow")
-	c.waitNode(node, "draining", inState(nodestate.Draining))
+	c.waitNode(node, "draining", inState(nodeview.Draining))
 
 	api.StopAPIServer()
 	api.StartAgain()
 	kl.setPaused(false)
 
-	n := c.waitNode(node, "drain finished after the API server came back", inState(nodestate.Done))
-	if !n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != r.identity {
+	n := c.waitNode(node, "drain finished after the API server came back", inState(nodeview.Done))
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
 		t.Errorf("node should stay cordoned by us: %v %v", n.Spec.Unschedulable, n.Annotations)
 	}
 	r.waitMetric("one success", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)
@@ -82,16 +82,16 @@ func testResumeAfterRestart(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	defer kl.setPaused(false)
 	first := startReplica(t, api, slowDrainPolicy(pool), replicaOpts{})
 	first.waitLeading()
-	mustAccept(t, first, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, first, alert(node, nodeview.Drain, false, startsAt))
 	waitTerminating(t, api, ns, "slow")
-	c.waitNode(node, "draining", inState(nodestate.Draining))
+	c.waitNode(node, "draining", inState(nodeview.Draining))
 	first.stop()
 
 	second := startReplica(t, api, slowDrainPolicy(pool), replicaOpts{})
 	second.waitLeading()
 	kl.setPaused(false)
-	n := c.waitNode(node, "drain resumed and finished by the new replica", inState(nodestate.Done))
-	if n.Annotations[nodestate.AnnotationCordonedBy] != first.identity {
+	n := c.waitNode(node, "drain resumed and finished by the new replica", inState(nodeview.Done))
+	if n.Annotations[nodeview.AnnotationCordonedBy] != first.identity {
 		t.Errorf("cordon should stay recorded as %s's: %v", first.identity, n.Annotations)
 	}
 	second.waitMetric("success counted by the new replica", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)

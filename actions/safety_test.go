@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // TestSafety: work is keyed on the maintenance it serves; the ordinary events of a fleet (repeats, moved or vanished
@@ -71,7 +71,7 @@ func startSlowDrain(t *testing.T, api *testenv.APIServer, kl *kubelet, prefix st
 	t.Cleanup(func() { kl.setPaused(false) })
 	r = startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "timeout: 20s", "timeout: 1m", 1), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	waitTerminating(t, api, ns, "slow")
 	return c, r, node, pool
 }
@@ -88,7 +88,7 @@ func testNoMaintenanceRefused(t *testing.T, api *testenv.APIServer) {
 	r.waitLeading()
 	for i := range 3 {
 		// Repeats, one with a later startsAt (Prometheus restarted): each refused, counted and evented once.
-		mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt.Add(time.Duration(i)*time.Hour)))
+		mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt.Add(time.Duration(i)*time.Hour)))
 	}
 	c.waitEvent(node, "no maintenance is pending")
 	r.waitMetric("refusal counted", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "skipped"}, 1)
@@ -109,10 +109,10 @@ func testRepeatsOfHandledMaintenance(t *testing.T, api *testenv.APIServer) {
 	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
-	c.waitNode(node, "drain done", inState(nodestate.Done))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
+	c.waitNode(node, "drain done", inState(nodeview.Done))
 	// The same maintenance, an alert with a later startsAt (a label flapped): a repeat, not new work.
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt.Add(2*time.Hour)))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt.Add(2*time.Hour)))
 	settle()
 	if n := c.countEvents(node, "DisruptionDrainStarted"); n != 1 {
 		t.Fatalf("%d drains for one maintenance", n)
@@ -127,7 +127,7 @@ func testRepeatsOfHandledMaintenance(t *testing.T, api *testenv.APIServer) {
 	})
 	// A freshly maintained node gets a repeat with a later startsAt (Prometheus restarted): refused, never cordoned.
 	before := c.get(node)
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt.Add(4*time.Hour)))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt.Add(4*time.Hour)))
 	c.waitEvent(node, "no maintenance is pending")
 	settle()
 	c.untouched(before, "a repeat after maintenance")
@@ -143,10 +143,10 @@ func testMovedAfterDrain(t *testing.T, api *testenv.APIServer) {
 	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	a := alert(node, nodestate.Drain, false, startsAt)
+	a := alert(node, nodeview.Drain, false, startsAt)
 	mustAccept(t, r, a)
 	c.waitNode(node, "drained and cordoned", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
 		if !n.Spec.Unschedulable {
@@ -158,7 +158,7 @@ func testMovedAfterDrain(t *testing.T, api *testenv.APIServer) {
 
 	c.moveMaintenance(node, "1760000000")
 	c.waitNode(node, "cordon lifted: the maintenance drained for is no longer the one announced", func(n *corev1.Node) error {
-		if n.Spec.Unschedulable || n.Annotations[nodestate.AnnotationCordonedBy] != "" {
+		if n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != "" {
 			return fmt.Errorf("unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 		}
 		return nil
@@ -169,10 +169,10 @@ func testMovedAfterDrain(t *testing.T, api *testenv.APIServer) {
 	// The alert is still firing and Alertmanager repeats it: the new maintenance is new work.
 	mustAccept(t, r, a)
 	c.waitNode(node, "drained again for the new date", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
-		if got := n.Annotations[nodestate.AnnotationMaintenance]; got != nodestate.LabelKey("1760000000") || !n.Spec.Unschedulable {
+		if got := n.Annotations[nodeview.AnnotationMaintenance]; got != nodeview.LabelKey("1760000000") || !n.Spec.Unschedulable {
 			return fmt.Errorf("maintenance %q, unschedulable %v", got, n.Spec.Unschedulable)
 		}
 		return nil
@@ -186,7 +186,7 @@ func testMovedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	c, r, node, _ := startSlowDrain(t, api, kl, "movedduring")
 	c.moveMaintenance(node, "1760000000")
 	n := c.waitNode(node, "drain abandoned, cordon lifted", func(n *corev1.Node) error {
-		if err := inState(nodestate.Done)(n); err != nil {
+		if err := inState(nodeview.Done)(n); err != nil {
 			return err
 		}
 		if n.Spec.Unschedulable {
@@ -194,8 +194,8 @@ func testMovedDuringDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 		}
 		return nil
 	})
-	if !strings.Contains(n.Annotations[nodestate.AnnotationReason], "moved") {
-		t.Errorf("reason %q should say the maintenance moved", n.Annotations[nodestate.AnnotationReason])
+	if !strings.Contains(n.Annotations[nodeview.AnnotationReason], "moved") {
+		t.Errorf("reason %q should say the maintenance moved", n.Annotations[nodeview.AnnotationReason])
 	}
 	r.waitMetric("abandoned drain counted as skipped", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "skipped"}, 1)
 	r.waitMetric("nothing in progress", "gke_disruption_actions_in_progress", map[string]string{"action": "drain"}, 0)
@@ -209,7 +209,7 @@ func testParkedAlertMovedLater(t *testing.T, api *testenv.APIServer) {
 	c.node(parked, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(parked, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(parked, nodeview.Drain, false, startsAt))
 	c.waitEvent(parked, "DisruptionActionWaiting")
 	r.waitMetric("waiting for the pool budget", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "pool_budget"}, 1)
 	// The maintenance moves a week later while the alert is parked; then the slot frees.
@@ -249,21 +249,21 @@ func testParallelCap(t *testing.T, api *testenv.APIServer, room int) {
 	}
 	r := startReplica(t, api, parallelPolicy(pool, disruptedNow(t, api)+room), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(nodes[0], nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(nodes[0], nodeview.Drain, false, startsAt))
 	if room < 4 {
 		c.waitEvent(nodes[0], "cluster-wide cap")
 		r.waitMetric("waiting for the cap", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "cluster_cap"}, 1)
 		settle()
 		for _, n := range nodes {
-			if rec := nodestate.Read(c.get(n)); rec.Phase != "" || c.get(n).Spec.Unschedulable {
+			if rec := nodeview.Of(c.get(n)).Record; rec.Phase != "" || c.get(n).Spec.Unschedulable {
 				t.Errorf("%s touched while the group does not fit the cap: %+v", n, rec)
 			}
 		}
 		return
 	}
 	for _, n := range nodes {
-		got := c.waitNode(n, "drained with its group", inState(nodestate.Done))
-		if g := got.Annotations[nodestate.AnnotationGroup]; g != strings.Join(nodes, ",") {
+		got := c.waitNode(n, "drained with its group", inState(nodeview.Done))
+		if g := got.Annotations[nodeview.AnnotationGroup]; g != strings.Join(nodes, ",") {
 			t.Errorf("%s: group %q", n, g)
 		}
 	}
@@ -282,7 +282,7 @@ func disruptedNow(t *testing.T, api *testenv.APIServer) int {
 	}
 	n := 0
 	for i := range list.Items {
-		if nodestate.Disrupted(&list.Items[i]) {
+		if nodeview.Of(&list.Items[i]).Disrupted() {
 			n++
 		}
 	}
@@ -309,9 +309,9 @@ func testTPUSliceRolling(t *testing.T, api *testenv.APIServer) {
 	}
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{}) // rolling, maxUnavailable 1
 	r.waitLeading()
-	mustAccept(t, r, alert(hosts[2], nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(hosts[2], nodeview.Drain, false, startsAt))
 	for _, h := range hosts {
-		c.waitNode(h, "the whole slice drained as one unit", inState(nodestate.Done))
+		c.waitNode(h, "the whole slice drained as one unit", inState(nodeview.Done))
 	}
 }
 
@@ -329,8 +329,8 @@ func testGroupClaimedHalfWay(t *testing.T, api *testenv.APIServer) {
 		c.node(name, map[string]string{"pool": pool}, withScheduledMaintenance, func(n *corev1.Node) {
 			if i < 2 {
 				n.Annotations = map[string]string{
-					nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "accepted", nodestate.AnnotationClaimedBy: "old-leader",
-					nodestate.AnnotationMaintenance: nodestate.LabelKey("1750000000"), nodestate.AnnotationGroup: group,
+					nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "accepted", nodeview.AnnotationClaimedBy: "old-leader",
+					nodeview.AnnotationMaintenance: nodeview.LabelKey("1750000000"), nodeview.AnnotationGroup: group,
 				}
 			}
 		})
@@ -338,16 +338,16 @@ func testGroupClaimedHalfWay(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, parallelPolicy(pool, 1000), replicaOpts{})
 	r.waitLeading()
 	for _, n := range nodes {
-		got := c.waitNode(n, "the group completed and drained", inState(nodestate.Done))
-		if got.Annotations[nodestate.AnnotationGroup] != group {
-			t.Errorf("%s: group %q", n, got.Annotations[nodestate.AnnotationGroup])
+		got := c.waitNode(n, "the group completed and drained", inState(nodeview.Done))
+		if got.Annotations[nodeview.AnnotationGroup] != group {
+			t.Errorf("%s: group %q", n, got.Annotations[nodeview.AnnotationGroup])
 		}
 	}
 }
 
 func testNodeRecreatedMidDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	c, r, node, pool := startSlowDrain(t, api, kl, "recreate")
-	c.waitNode(node, "draining", inState(nodestate.Draining))
+	c.waitNode(node, "draining", inState(nodeview.Draining))
 	r.waitMetric("draining", "gke_disruption_actions_in_progress", map[string]string{"action": "drain"}, 1)
 
 	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}); err != nil {
@@ -372,13 +372,13 @@ func testDryRunBudgets(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{dryRun: true}) // maxUnavailable 1
 	r.waitLeading()
 	for _, n := range nodes {
-		mustAccept(t, r, alert(n, nodestate.Drain, false, startsAt))
+		mustAccept(t, r, alert(n, nodeview.Drain, false, startsAt))
 	}
 	r.waitMetric("one would act", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "dry_run"}, 1)
 	r.waitMetric("the others wait for the budget the dry run holds", "gke_disruption_actions_waiting",
 		map[string]string{"action": "drain", "pool": pool, "reason": "pool_budget"}, 2)
 	for _, n := range nodes { // repeats change nothing
-		mustAccept(t, r, alert(n, nodestate.Drain, false, startsAt))
+		mustAccept(t, r, alert(n, nodeview.Drain, false, startsAt))
 	}
 	settle()
 	if got := r.metric("gke_disruption_actions_total", map[string]string{"action": "drain", "result": "dry_run"}); got != 1 {
@@ -396,7 +396,7 @@ func testPaused(t *testing.T, api *testenv.APIServer) {
 	before := c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
 	r := startReplica(t, api, poolPolicy(pool, "paused: true\n"), replicaOpts{})
 	r.waitLeading()
-	mustAccept(t, r, alert(node, nodestate.Drain, false, startsAt))
+	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	r.waitMetric("waiting: paused", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "paused"}, 1)
 	c.untouched(before, "paused")
 	cfg, err := config.Parse([]byte(poolPolicy(pool, "")))
@@ -404,7 +404,7 @@ func testPaused(t *testing.T, api *testenv.APIServer) {
 		t.Fatal(err)
 	}
 	r.svc.SetConfig(cfg)
-	c.waitNode(node, "drained once the policy is resumed", inState(nodestate.Done))
+	c.waitNode(node, "drained once the policy is resumed", inState(nodeview.Done))
 	r.waitMetric("no longer waiting", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "paused"}, 0)
 }
 
@@ -440,7 +440,7 @@ func testOnlyLeaderReady(t *testing.T, api *testenv.APIServer) {
 		t.Errorf("leader gauge on the follower: %v", got)
 	}
 	// The follower's 503 closes the connection, so Alertmanager's retry can reach the leader.
-	req, err := http.NewRequest(http.MethodPost, b.url+"/webhook", strings.NewReader(string(payload(t, alert("n-x", nodestate.Drain, false, startsAt)))))
+	req, err := http.NewRequest(http.MethodPost, b.url+"/webhook", strings.NewReader(string(payload(t, alert("n-x", nodeview.Drain, false, startsAt)))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,9 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
-)
 
-// Namespace prefixes the exporter's self-monitoring series.
-const Namespace = "gke_disruption"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
+)
 
 // Collector is one switchable source of series. Update reads only state the collector keeps current on its own
 // (a watch, a poll, a hanging GET): a scrape never calls out.
@@ -52,12 +51,12 @@ func boolString(b bool) string {
 
 var (
 	scrapeDurationDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(Namespace, "collector", "duration_seconds"),
+		prometheus.BuildFQName(nodeview.Namespace, "collector", "duration_seconds"),
 		"Duration of a collector's part of the scrape.",
 		[]string{"collector"}, nil,
 	)
 	scrapeSuccessDesc = prometheus.NewDesc(
-		prometheus.BuildFQName(Namespace, "collector", "success"),
+		prometheus.BuildFQName(nodeview.Namespace, "collector", "success"),
 		"Whether a collector's part of the scrape succeeded.",
 		[]string{"collector"}, nil,
 	)

@@ -24,10 +24,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/demo"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // buildExporter builds the gke-disruption-exporter binary the way users get it.
@@ -90,8 +90,8 @@ func (w *watcher) observe(obj any) {
 		maintenance: n.Labels[driver.LabelActiveMaintenance],
 		perform:     n.Labels[driver.LabelPerformMaintenance] == "true",
 		cordoned:    n.Spec.Unschedulable,
-		action:      n.Annotations[nodestate.AnnotationAction],
-		state:       n.Annotations[nodestate.AnnotationState],
+		action:      n.Annotations[nodeview.AnnotationAction],
+		state:       n.Annotations[nodeview.AnnotationState],
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -174,7 +174,7 @@ func completed(h []nodeView) error {
 		return fmt.Errorf("GKE did not run the maintenance (ONGOING, then terminating)")
 	}
 	last := h[len(h)-1]
-	if last.maintenance != "" || last.perform || last.cordoned || !last.ready || last.state != string(nodestate.Done) {
+	if last.maintenance != "" || last.perform || last.cordoned || !last.ready || last.state != string(nodeview.Done) {
 		return fmt.Errorf("not back in service with the action done: %s", last)
 	}
 	return nil
@@ -393,7 +393,7 @@ func TestMaintenanceLoop(t *testing.T) {
 		if err := w.check(node, func(h []nodeView) error {
 			for _, v := range h {
 				if v.maintenance == "ONGOING" {
-					if !v.cordoned || v.action != string(nodestate.Drain) || v.state != string(nodestate.Done) {
+					if !v.cordoned || v.action != string(nodeview.Drain) || v.state != string(nodeview.Done) {
 						return fmt.Errorf("at the window the node was not drained: %s", v)
 					}
 					return nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubectl/pkg/drain"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // defaultTerminationGracePeriod is the API default for pods that do not set one.
@@ -85,8 +86,8 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 	if err != nil {
 		return false, err
 	}
-	rec := nodestate.Read(node)
-	if node.UID != uid || rec.Phase != nodestate.Draining {
+	rec := nodeview.Of(node).Record
+	if node.UID != uid || rec.Phase != nodeview.Draining {
 		return true, nil
 	}
 	timeout := time.Duration(e.config().Drain.Timeout)
@@ -101,7 +102,7 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 		if err != nil {
 			return false, err
 		}
-		return true, e.abandon(ctx, node, rec, nodestate.Observe(node), why)
+		return true, e.abandon(ctx, node, rec, nodestate.Observe(nodeview.Of(node)), why)
 	}
 	var drainErr error
 	if remaining := time.Until(deadline); remaining <= 0 {
@@ -124,8 +125,8 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 	if err != nil {
 		return apierrors.IsNotFound(err), err
 	}
-	rec = nodestate.Read(node)
-	if node.UID != uid || rec.Phase != nodestate.Draining || ctx.Err() != nil {
+	rec = nodeview.Of(node).Record
+	if node.UID != uid || rec.Phase != nodeview.Draining || ctx.Err() != nil {
 		return true, nil
 	}
 	if drainErr != nil {
@@ -141,16 +142,16 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 }
 
 // drained records a finished drain: done for a drain, or the perform-maintenance request when draining came first.
-func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
 	if rec.Action.Requests() {
-		if obs := nodestate.Observe(node); !obs.InMaintenance && !obs.Maintenance.Serves(rec.Maintenance) {
+		if obs := nodestate.Observe(nodeview.Of(node)); !obs.InMaintenance && !obs.Maintenance.Serves(rec.Maintenance) {
 			return e.abandon(ctx, node, rec, obs, "maintenance "+rec.Maintenance+" is no longer the one announced after the drain; not requested")
 		}
 		return e.requestMaintenance(ctx, node, rec)
 	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-		nodestate.AnnotationState:      string(nodestate.Done),
-		nodestate.AnnotationFinishedAt: nodestate.FormatTime(time.Now()),
+		nodeview.AnnotationState:      string(nodeview.Done),
+		nodeview.AnnotationFinishedAt: nodeview.FormatTime(time.Now()),
 	}})
 	if err != nil {
 		return fmt.Errorf("recording drain done: %w", err)
@@ -160,7 +161,7 @@ func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodestate
 	if rec.CordonedBy != "" {
 		msg += "; the node stays cordoned until GKE has finished maintenance"
 	}
-	e.event(node, corev1.EventTypeNormal, reasonDrainSucceeded, "%s", msg)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonDrainSucceeded, "%s", msg)
 	e.logger.Info("drain succeeded", "node", node.Name)
 	return nil
 }

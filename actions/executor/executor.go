@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // fieldManager names this service in managedFields and audit logs.
@@ -348,7 +348,7 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 		names = append(names, newNode.Name)
 	}
 	e.enqueue(names...)
-	if oldNode == nil || nodestate.Disrupted(oldNode) != nodestate.Disrupted(newNode) {
+	if oldNode == nil || nodeview.Of(oldNode).Disrupted() != nodeview.Of(newNode).Disrupted() {
 		e.enqueueAlerts()
 	}
 }
@@ -366,7 +366,7 @@ func (e *Executor) enqueueAlerts() {
 
 // needsAttention reports work of ours on the node that is not finished: in progress, or a cordon still to lift.
 func needsAttention(node *corev1.Node) bool {
-	r := nodestate.Read(node)
+	r := nodeview.Of(node).Record
 	return r.Active() || r.HoldsCordon()
 }
 
@@ -407,6 +407,16 @@ func (e *Executor) cachedNodes() []*corev1.Node {
 		if n, ok := obj.(*corev1.Node); ok {
 			out = append(out, n)
 		}
+	}
+	return out
+}
+
+// cachedViews reads the informer's nodes.
+func (e *Executor) cachedViews() []*nodeview.View {
+	nodes := e.cachedNodes()
+	out := make([]*nodeview.View, len(nodes))
+	for i, n := range nodes {
+		out[i] = nodeview.Of(n)
 	}
 	return out
 }

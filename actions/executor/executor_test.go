@@ -5,11 +5,10 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 )
 
 func readyNode(labels map[string]string, mutate ...func(*corev1.Node)) *corev1.Node {
@@ -52,7 +51,7 @@ func names(pods []corev1.Pod) string {
 
 func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 	node := readyNode(map[string]string{"team": "ml", "other": "x", gke.LabelActiveNodeMaintenance: "ONGOING"}, func(n *corev1.Node) {
-		n.Annotations = map[string]string{nodestate.AnnotationState: "draining", "node.alpha.kubernetes.io/ttl": "0",
+		n.Annotations = map[string]string{nodeview.AnnotationState: "draining", "node.alpha.kubernetes.io/ttl": "0",
 			gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"true"}`}
 		n.Spec.Unschedulable = true
 		n.Spec.PodCIDR = "10.0.0.0/24"
@@ -68,13 +67,13 @@ func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 	if len(out.Labels) != 3 || out.Labels["team"] != "ml" || out.Labels[gke.LabelActiveNodeMaintenance] != "ONGOING" {
 		t.Errorf("labels %v", out.Labels)
 	}
-	if len(out.Annotations) != 2 || out.Annotations[nodestate.AnnotationState] != "draining" || out.Annotations[gke.AnnotationUpcomingMaintenance] == "" {
+	if len(out.Annotations) != 2 || out.Annotations[nodeview.AnnotationState] != "draining" || out.Annotations[gke.AnnotationUpcomingMaintenance] == "" {
 		t.Errorf("annotations %v", out.Annotations)
 	}
 	if !out.Spec.Unschedulable || out.Spec.PodCIDR != "" || len(out.Status.Images) != 0 || len(out.Status.Conditions) != 1 {
 		t.Errorf("spec/status not stripped as expected: %+v", out)
 	}
-	if nodestate.Disrupted(out) != nodestate.Disrupted(node) {
+	if nodeview.Of(out).Disrupted() != nodeview.Of(node).Disrupted() {
 		t.Error("stripping changed whether the node counts as disrupted")
 	}
 }

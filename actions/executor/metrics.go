@@ -8,8 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Results of gke_disruption_actions_total.
@@ -21,7 +20,7 @@ const (
 )
 
 // actionNames are every action the metrics are pre-set for.
-var actionNames = []nodestate.Action{nodestate.PerformMaintenance, nodestate.Drain, nodestate.OpportunisticMaintenance}
+var actionNames = []nodeview.Action{nodeview.PerformMaintenance, nodeview.Drain, nodeview.OpportunisticMaintenance}
 
 type metrics struct {
 	actions  *prometheus.CounterVec
@@ -33,18 +32,18 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 	m := &metrics{
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "actions_total",
 			Help:      "Actions by outcome: succeeded, failed, skipped (refused by the policy, withdrawn, or ended because the maintenance moved), dry_run (would have acted).",
 		}, []string{"action", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "action_duration_seconds",
 			Help:      "Time from accepting an action on a node to its success or failure.",
 			Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}, []string{"action"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "actions_leader",
 			Help:      "1 while this replica holds the Lease and takes work.",
 		}),
@@ -77,7 +76,7 @@ type workState struct {
 }
 
 type nodeWork struct {
-	action nodestate.Action
+	action nodeview.Action
 	state  string
 	active bool
 }
@@ -86,13 +85,13 @@ func newWorkState(e *Executor) *workState {
 	return &workState{
 		e:     e,
 		nodes: map[string]nodeWork{},
-		stateDesc: prometheus.NewDesc(collector.Namespace+"_action_state",
+		stateDesc: prometheus.NewDesc(nodeview.Namespace+"_action_state",
 			"1 for each node this service has work on (state accepted, draining, maintenance-requested; done or failed while it still keeps the node cordoned); only the leader reports.",
 			[]string{"node", "action", "state"}, nil),
-		inProgress: prometheus.NewDesc(collector.Namespace+"_actions_in_progress",
+		inProgress: prometheus.NewDesc(nodeview.Namespace+"_actions_in_progress",
 			"Nodes this service is acting on (accepted, draining, or waiting for GKE after perform-maintenance); only the leader reports non-zero.",
 			[]string{"action"}, nil),
-		waiting: prometheus.NewDesc(collector.Namespace+"_actions_waiting",
+		waiting: prometheus.NewDesc(nodeview.Namespace+"_actions_waiting",
 			"Nodes waiting to act, by the reason they wait: window, pool_budget, cluster_cap, paused (alerts, and idle nodes picked for opportunistic maintenance); only the leader reports.",
 			[]string{"action", "pool", "reason"}, nil),
 	}
@@ -100,7 +99,7 @@ func newWorkState(e *Executor) *workState {
 
 // observe records the node's work from its annotations.
 func (w *workState) observe(node *corev1.Node) {
-	r := nodestate.Read(node)
+	r := nodeview.Of(node).Record
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !r.Active() && !r.HoldsCordon() {
@@ -131,7 +130,7 @@ func (w *workState) Describe(ch chan<- *prometheus.Desc) {
 
 func (w *workState) Collect(ch chan<- prometheus.Metric) {
 	leading := w.e.Leading()
-	counts := map[nodestate.Action]int{}
+	counts := map[nodeview.Action]int{}
 	for _, a := range actionNames {
 		counts[a] = 0
 	}
@@ -158,7 +157,7 @@ func (w *workState) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for pool, o := range w.e.opportunisticWaits {
-		waiting[key{string(nodestate.OpportunisticMaintenance), pool, o.code}] += o.nodes
+		waiting[key{string(nodeview.OpportunisticMaintenance), pool, o.code}] += o.nodes
 	}
 	w.e.mu.Unlock()
 	for k, n := range waiting {

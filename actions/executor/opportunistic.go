@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // idleTracker follows, from a pod watch, the pods bound to each node that use extended resources, and since when
@@ -128,7 +128,7 @@ func (t *idleTracker) watching() {
 
 // idle is how long no accelerator pod has run on the node; 0 while one does, before the pod list is read, and
 // while the watch is broken.
-func (t *idleTracker) idle(node *corev1.Node) time.Duration {
+func (t *idleTracker) idle(node *nodeview.View) time.Duration {
 	if t.synced != nil && !t.synced() {
 		return 0
 	}
@@ -144,7 +144,7 @@ func (t *idleTracker) idle(node *corev1.Node) time.Duration {
 		}
 	}
 	since := t.started
-	if c := node.CreationTimestamp.Time; c.After(since) {
+	if c := node.Created; c.After(since) {
 		since = c
 	}
 	if b := t.lastBusy[node.Name]; b.After(since) {
@@ -250,7 +250,7 @@ func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Contex
 func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t *idleTracker) {
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
-	all := e.cachedNodes()
+	all := e.cachedViews()
 	now := time.Now()
 	waits := map[string]opportunisticWait{} // this pass's, replacing the last pass's whole
 	defer e.setOpportunisticWaits(waits)
@@ -260,7 +260,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		if p.Opportunistic == nil {
 			continue
 		}
-		var nodes []*corev1.Node
+		var nodes []*nodeview.View
 		for _, n := range all {
 			if cfg.MatchPool(n.Labels) == p {
 				nodes = append(nodes, n)
@@ -273,14 +273,14 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
 		pool, cluster := policy.Survey(cfg, members[0], all, disrupted)
-		req := policy.Request{Action: nodestate.OpportunisticMaintenance, CanReschedule: true}
+		req := policy.Request{Action: nodeview.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
 		if d.Verdict == policy.Wait {
 			waits[p.Name] = opportunisticWait{code: d.Code, nodes: len(members)}
-			key := nodestate.PendingMaintenance(members[0]).Key() + "|" + d.Code
+			key := members[0].Maintenance.Key() + "|" + d.Code
 			if e.noteOnce(e.opportunisticWaited, members[0].Name, key) {
-				e.event(members[0], corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
+				e.event(members[0].Name, members[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
 				e.logger.Info("opportunistic maintenance waits", "pool", p.Name, "node", members[0].Name, "reason", d.Reason)
 			}
 			continue
@@ -293,19 +293,19 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			e.simulate(req.Action, members)
 			for _, n := range members {
 				e.metrics.actions.WithLabelValues(string(req.Action), resultDryRun).Inc()
-				e.event(n, corev1.EventTypeNormal, reasonDryRun, "dry run: would start opportunistic maintenance: %s", why)
+				e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonDryRun, "dry run: would start opportunistic maintenance: %s", why)
 			}
 			continue
 		}
 		if err := e.claimGroup(ctx, req.Action, members, why, true); err != nil {
 			e.logger.Warn("opportunistic maintenance not claimed", "pool", p.Name, "node", members[0].Name, "err", err)
 		}
-		all = e.cachedNodes()
+		all = e.cachedViews()
 	}
 }
 
 // alertSaysReschedulable reports a live alert for the node labelled can_reschedule="true".
-func (e *Executor) alertSaysReschedulable(n *corev1.Node) bool {
+func (e *Executor) alertSaysReschedulable(n *nodeview.View) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a, ok := e.alerts[n.Name]
@@ -329,14 +329,14 @@ func (e *Executor) setOpportunisticWaits(waits map[string]opportunisticWait) {
 // maintenance): dry run not switched on and, for opportunistic maintenance, every node of the operation still opted
 // in, reschedulable, idle (read from the API) and working on it, since a multi-host slice is maintained as a whole.
 // It returns why not, or "".
-func (e *Executor) preflight(ctx context.Context, node *corev1.Node, rec nodestate.Record) (string, error) {
+func (e *Executor) preflight(ctx context.Context, node *corev1.Node, rec nodeview.Record) (string, error) {
 	if e.dryRun() {
 		return dryRunStopped, nil
 	}
-	if rec.Action != nodestate.OpportunisticMaintenance {
+	if rec.Action != nodeview.OpportunisticMaintenance {
 		return "", nil
 	}
-	members := []*corev1.Node{node}
+	members := []*nodeview.View{nodeview.Of(node)}
 	for _, name := range rec.Group {
 		if name == node.Name {
 			continue
@@ -348,18 +348,19 @@ func (e *Executor) preflight(ctx context.Context, node *corev1.Node, rec nodesta
 		if err != nil {
 			return "", err
 		}
-		if r := nodestate.Read(m); !r.Active() && !r.MaintenanceSeen {
+		v := nodeview.Of(m)
+		if r := v.Record; !r.Active() && !r.MaintenanceSeen {
 			return "node " + name + " of the same operation left it (" + r.Reason + ")", nil
 		}
-		members = append(members, m)
+		members = append(members, v)
 	}
 	for _, m := range members {
-		switch cr := nodestate.PendingMaintenance(m).CanReschedule; {
-		case m.Labels[gke.LabelOpportunisticDisable] == "true":
+		switch cr := m.Maintenance.CanReschedule; {
+		case m.OpportunisticDisabled:
 			return m.Name + " was labelled " + gke.LabelOpportunisticDisable + "=true", nil
-		case m.Annotations[gke.AnnotationOpportunisticConfig] != "":
+		case m.OpportunisticConfigured:
 			return m.Name + " is now left to GKE's own opportunistic maintenance (" + gke.AnnotationOpportunisticConfig + ")", nil
-		case cr == "false" || cr == "" && !e.alertSaysReschedulable(m):
+		case cr == gke.CanRescheduleFalse || cr == gke.CanRescheduleUnknown && !e.alertSaysReschedulable(m):
 			return "GKE no longer says the maintenance of " + m.Name + " can be rescheduled", nil
 		}
 		pod, busy, err := e.acceleratorPodOn(ctx, m.Name)

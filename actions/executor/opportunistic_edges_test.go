@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 func podOn(node string, phase corev1.PodPhase, mutate func(*corev1.Pod)) *corev1.Pod {
@@ -65,19 +67,19 @@ func TestIdleTrackerClock(t *testing.T) {
 	tr := newIdleTracker(func() []string { return []string{"nvidia.com/gpu"} })
 	tr.started = time.Now().Add(-time.Hour)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	if got := tr.idle(node); got < time.Hour-time.Second {
+	if got := tr.idle(nodeview.Of(node)); got < time.Hour-time.Second {
 		t.Fatalf("idle %v before any pod, want since the watch started (1h)", got)
 	}
 	gpu := podOn("n", corev1.PodRunning, func(p *corev1.Pod) { p.Spec.Containers[0].Resources = requests("nvidia.com/gpu") })
 	tr.observe(gpu.UID, gpu)
-	if got := tr.idle(node); got != 0 {
+	if got := tr.idle(nodeview.Of(node)); got != 0 {
 		t.Fatalf("idle %v with a GPU pod running, want 0", got)
 	}
 	tr.observe(gpu.UID, gpu) // an update of the same pod
 	done := gpu.DeepCopy()
 	done.Status.Phase = corev1.PodSucceeded
 	tr.observe(done.UID, done)
-	if got := tr.idle(node); got <= 0 || got > time.Second {
+	if got := tr.idle(nodeview.Of(node)); got <= 0 || got > time.Second {
 		t.Fatalf("idle %v just after the pod finished, want counted from then", got)
 	}
 	tr.observe(gpu.UID, nil) // its deletion afterwards changes nothing
@@ -91,12 +93,12 @@ func TestIdleTrackerClock(t *testing.T) {
 	})
 	tr.observe(second.UID, second)
 	tr.observe(second.UID, nil) // deleted, as a relist reports it
-	if got := tr.idle(node); got <= 0 || got > time.Second {
+	if got := tr.idle(nodeview.Of(node)); got <= 0 || got > time.Second {
 		t.Errorf("idle %v after a deletion, want counted from it", got)
 	}
 
 	tr.synced = func() bool { return false }
-	if got := tr.idle(node); got != 0 {
+	if got := tr.idle(nodeview.Of(node)); got != 0 {
 		t.Errorf("idle %v before the pod list is read, want 0", got)
 	}
 }

@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Event reasons on nodes.
@@ -48,7 +50,8 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	rec, obs := nodestate.Read(node), nodestate.Observe(node)
+	view := nodeview.Of(node)
+	rec, obs := view.Record, nodestate.Observe(view)
 	if rec.Active() {
 		e.served(name)
 	}
@@ -62,7 +65,7 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 			return 0, e.apply(ctx, node, rec, obs, step, why)
 		}
 	}
-	return e.decide(ctx, node, rec, obs)
+	return e.decide(ctx, view)
 }
 
 // dryRunStopped is why work ends when dry run is switched on before it reached GKE.
@@ -74,7 +77,7 @@ func disrupts(step nodestate.Step) bool {
 }
 
 // apply carries out one lifecycle step.
-func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation, step nodestate.Step, why string) error {
+func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Record, obs nodestate.Observation, step nodestate.Step, why string) error {
 	switch step {
 	case nodestate.StepStartDrain:
 		if err := e.completeGroup(ctx, node, rec); err != nil {
@@ -91,10 +94,10 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodestate.R
 		return nil
 	case nodestate.StepNoteSeen:
 		if _, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion,
-			annotations: map[string]any{nodestate.AnnotationMaintenanceSeen: "true"}}); err != nil {
+			annotations: map[string]any{nodeview.AnnotationMaintenanceSeen: "true"}}); err != nil {
 			return fmt.Errorf("recording maintenance seen: %w", err)
 		}
-		e.event(node, corev1.EventTypeNormal, reasonMaintenanceStarted, "%s", why)
+		e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonMaintenanceStarted, "%s", why)
 		e.logger.Info("GKE maintenance under way", "node", node.Name)
 		return nil
 	case nodestate.StepYield, nodestate.StepAbandon:
@@ -106,13 +109,13 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodestate.R
 }
 
 // decide asks the policy about the node's live alert and claims the node, with the nodes that must go with it.
-func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation) (time.Duration, error) {
+func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Duration, error) {
 	a, ok := e.liveAlert(node.Name)
 	if !ok {
 		return 0, nil
 	}
 	t := a.trigger
-	m := obs.Maintenance
+	rec, m := node.Record, node.Maintenance
 	log := e.logger.With("node", node.Name, "action", t.Action, "maintenance", m.Key())
 	if time.Since(a.lastSeen) > e.opts.PendingTTL {
 		e.dropAlert(node.Name, t)
@@ -130,11 +133,11 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	if rec.Active() {
 		return 0, nil // work for another maintenance ends first (nodestate.Next)
 	}
-	if start, ok := nodestate.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
+	if start, ok := nodeview.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
 		// Not a refusal of the new maintenance: the alert has not spoken about it yet.
 		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = "", "" })
 		if e.noteOnce(e.waited, node.Name, m.Key()+"|moved") {
-			e.event(node, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
+			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
 				t.Action, a.maintenance, m.Key())
 			log.Info("alert is for a maintenance that moved later; waiting for it to be received again", "alert_maintenance", a.maintenance)
 		}
@@ -144,10 +147,10 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	cfg := e.config()
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
-	all := e.cachedNodes()
+	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
-	req := policy.Request{Action: t.Action, CanReschedule: t.CanReschedule || m.CanReschedule == "true"}
+	req := policy.Request{Action: t.Action, CanReschedule: t.CanReschedule || m.Reschedulable()}
 	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
 		Disrupted: disrupted, Now: time.Now()})
@@ -161,7 +164,7 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	case policy.Wait:
 		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = d.Pool, d.Code })
 		if e.noteOnce(e.waited, node.Name, m.Key()+"|"+d.Code) {
-			e.event(node, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
+			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
 		return e.opts.RequeueInterval, nil
@@ -170,7 +173,7 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 		e.simulate(t.Action, members)
 		for _, n := range members {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultDryRun).Inc()
-			e.event(n, corev1.EventTypeNormal, reasonDryRun, "dry run: would %s: %s", t.Action, d.Reason)
+			e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonDryRun, "dry run: would %s: %s", t.Action, d.Reason)
 		}
 		log.Info("dry run: would act")
 		return 0, nil
@@ -182,50 +185,49 @@ func (e *Executor) decide(ctx context.Context, node *corev1.Node, rec nodestate.
 	return 0, nil
 }
 
-// disruptedWithReserved is e.disrupted, plus the room that groups claimed half-way reserved (nodestate.Reserved).
-func (e *Executor) disruptedWithReserved(all []*corev1.Node) func(*corev1.Node) bool {
-	reserved := nodestate.Reserved(all)
-	return func(n *corev1.Node) bool { return reserved(n) || e.disrupted(n) }
+// disruptedWithReserved is e.disrupted, plus the room that groups claimed half-way reserved (nodeview.Reserved).
+func (e *Executor) disruptedWithReserved(all []*nodeview.View) func(*nodeview.View) bool {
+	reserved := nodeview.Reserved(all)
+	return func(n *nodeview.View) bool { return reserved(n) || e.disrupted(n) }
 }
 
 // members are the nodes of scope that go with node: node first, then those with the same action pending, by name.
 // A node has the same action pending when its maintenance is announced and not yet served by any work, and its own
 // live alert asks for the action; without an alert, perform-maintenance needs GKE's word that the maintenance can be
 // rescheduled, and a drain a maintenance due no later than node's (later ones are drained in their own turn).
-func (e *Executor) members(node *corev1.Node, req policy.Request, scope []*corev1.Node) []*corev1.Node {
-	out := []*corev1.Node{node}
+func (e *Executor) members(node *nodeview.View, req policy.Request, scope []*nodeview.View) []*nodeview.View {
+	out := []*nodeview.View{node}
 	if len(scope) <= 1 {
 		return out
 	}
-	due := nodestate.PendingMaintenance(node).Start()
+	due := node.Maintenance.Start()
 	for _, n := range scope {
 		if n.Name == node.Name || !e.claimable(n) {
 			continue
 		}
-		m := nodestate.PendingMaintenance(n)
+		m := n.Maintenance
 		if a, ok := e.liveAlert(n.Name); ok && time.Since(a.lastSeen) <= e.opts.PendingTTL {
-			if a.trigger.Action != req.Action || (req.Action.Requests() && !a.trigger.CanReschedule && m.CanReschedule != "true") {
+			if a.trigger.Action != req.Action || (req.Action.Requests() && !a.trigger.CanReschedule && !m.Reschedulable()) {
 				continue
 			}
 		} else if req.Action.Requests() {
-			if m.CanReschedule != "true" {
+			if !m.Reschedulable() {
 				continue
 			}
-		} else if m.CanReschedule == "true" || m.Start().After(due) {
+		} else if m.Reschedulable() || m.Start().After(due) {
 			continue
 		}
 		out = append(out, n)
 	}
-	slices.SortFunc(out[1:], func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out[1:], func(a, b *nodeview.View) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // claimable: maintenance announced on the node, no GKE maintenance or request under way, and no work of ours on it
 // (in progress, holding a cordon, or already done for this maintenance).
-func (e *Executor) claimable(n *corev1.Node) bool {
-	m := nodestate.PendingMaintenance(n)
-	r := nodestate.Read(n)
-	if !m.Pending() || n.DeletionTimestamp != nil || nodestate.InMaintenance(n) || nodestate.PerformMaintenanceRequested(n) ||
+func (e *Executor) claimable(n *nodeview.View) bool {
+	m, r := n.Maintenance, n.Record
+	if !m.Pending() || n.Deleting || n.InMaintenance || n.PerformMaintenanceRequested ||
 		r.Active() || r.HoldsCordon() || nodestate.Serves(r, m) {
 		return false
 	}
@@ -234,7 +236,7 @@ func (e *Executor) claimable(n *corev1.Node) bool {
 
 // claimGroup claims the nodes for one operation. Every claim records the whole group, so if this replica stops
 // half-way the next leader claims the rest before any member proceeds (completeGroup). Caller holds decideMu.
-func (e *Executor) claimGroup(ctx context.Context, action nodestate.Action, members []*corev1.Node, why string, opportunistic bool) error {
+func (e *Executor) claimGroup(ctx context.Context, action nodeview.Action, members []*nodeview.View, why string, opportunistic bool) error {
 	group := ""
 	if len(members) > 1 {
 		names := make([]string, len(members))
@@ -256,7 +258,7 @@ func (e *Executor) claimGroup(ctx context.Context, action nodestate.Action, memb
 		}
 		last = claimed
 		e.served(n.Name)
-		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", action, why)
+		e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", action, why)
 	}
 	if last != nil {
 		if err := e.waitForCache(ctx, last.Name, last.ResourceVersion); err != nil {
@@ -274,25 +276,25 @@ var errNotClaimable = errors.New("it may no longer be claimed")
 
 // claim records the claim on a node with a conditional patch. A node that changed since it was read (a cached group
 // member) is read again and claimed only if it still may be.
-func (e *Executor) claim(ctx context.Context, node *corev1.Node, action nodestate.Action, group string, opportunistic bool) (*corev1.Node, error) {
+func (e *Executor) claim(ctx context.Context, node *nodeview.View, action nodeview.Action, group string, opportunistic bool) (*corev1.Node, error) {
 	annotations := map[string]any{
-		nodestate.AnnotationAction:          string(action),
-		nodestate.AnnotationState:           string(nodestate.Accepted),
-		nodestate.AnnotationClaimedBy:       e.opts.Identity,
-		nodestate.AnnotationAcceptedAt:      nodestate.FormatTime(time.Now()),
-		nodestate.AnnotationMaintenance:     nodestate.PendingMaintenance(node).Key(),
-		nodestate.AnnotationGroup:           nil,
-		nodestate.AnnotationReason:          nil,
-		nodestate.AnnotationDrainStartedAt:  nil,
-		nodestate.AnnotationMaintenanceSeen: nil,
-		nodestate.AnnotationFinishedAt:      nil,
-		nodestate.AnnotationOpportunistic:   nil,
+		nodeview.AnnotationAction:          string(action),
+		nodeview.AnnotationState:           string(nodeview.Accepted),
+		nodeview.AnnotationClaimedBy:       e.opts.Identity,
+		nodeview.AnnotationAcceptedAt:      nodeview.FormatTime(time.Now()),
+		nodeview.AnnotationMaintenance:     node.Maintenance.Key(),
+		nodeview.AnnotationGroup:           nil,
+		nodeview.AnnotationReason:          nil,
+		nodeview.AnnotationDrainStartedAt:  nil,
+		nodeview.AnnotationMaintenanceSeen: nil,
+		nodeview.AnnotationFinishedAt:      nil,
+		nodeview.AnnotationOpportunistic:   nil,
 	}
 	if group != "" {
-		annotations[nodestate.AnnotationGroup] = group
+		annotations[nodeview.AnnotationGroup] = group
 	}
 	if opportunistic {
-		annotations[nodestate.AnnotationOpportunistic] = "true"
+		annotations[nodeview.AnnotationOpportunistic] = "true"
 	}
 	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
 	if !apierrors.IsConflict(err) {
@@ -306,32 +308,34 @@ func (e *Executor) claim(ctx context.Context, node *corev1.Node, action nodestat
 	if err != nil {
 		return nil, err
 	}
-	if !e.claimable(fresh) {
+	freshView := nodeview.Of(fresh)
+	if !e.claimable(freshView) {
 		return nil, fmt.Errorf("node %s changed: %w", node.Name, errNotClaimable)
 	}
-	annotations[nodestate.AnnotationMaintenance] = nodestate.PendingMaintenance(fresh).Key()
+	annotations[nodeview.AnnotationMaintenance] = freshView.Maintenance.Key()
 	return e.patchNode(ctx, node.Name, nodePatch{resourceVersion: fresh.ResourceVersion, annotations: annotations})
 }
 
 // completeGroup claims the members of node's group that are not claimed yet (the replica that claimed the group
 // stopped half-way), so the group proceeds as a whole. Members that may no longer be claimed are left out.
-func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
 	if len(rec.Group) < 2 {
 		return nil
 	}
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	group := strings.Join(rec.Group, ",")
-	var missing []*corev1.Node
+	var missing []*nodeview.View
 	for _, name := range rec.Group {
 		if name == node.Name {
 			continue
 		}
-		n, ok := e.cachedNode(name)
+		cached, ok := e.cachedNode(name)
 		if !ok {
 			continue
 		}
-		if r := nodestate.Read(n); strings.Join(r.Group, ",") == group && (r.Active() || r.Phase == nodestate.Done || r.Phase == nodestate.Failed) {
+		n := nodeview.Of(cached)
+		if r := n.Record; strings.Join(r.Group, ",") == group && (r.Active() || r.Phase == nodeview.Done || r.Phase == nodeview.Failed) {
 			continue
 		}
 		if e.claimable(n) {
@@ -353,7 +357,7 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 			return fmt.Errorf("completing the group: claiming %s: %w", n.Name, err)
 		}
 		e.served(n.Name)
-		e.event(n, corev1.EventTypeNormal, reasonAccepted, "accepted %s: completing the group of %d nodes", rec.Action, len(rec.Group))
+		e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s: completing the group of %d nodes", rec.Action, len(rec.Group))
 		if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
 			e.logger.Warn("the next decision may not count this claim", "err", err)
 		}
@@ -365,20 +369,20 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 // startDrain cordons the node, recording the cordon as ours only if the node was schedulable, and starts draining.
 func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-		nodestate.AnnotationState:          string(nodestate.Draining),
-		nodestate.AnnotationDrainStartedAt: nodestate.FormatTime(time.Now()),
+		nodeview.AnnotationState:          string(nodeview.Draining),
+		nodeview.AnnotationDrainStartedAt: nodeview.FormatTime(time.Now()),
 	}}
 	how := "node was already cordoned (not by us; that cordon stays)"
 	if !node.Spec.Unschedulable {
 		p.unschedulable = ptr(true)
-		p.annotations[nodestate.AnnotationCordonedBy] = e.opts.Identity
+		p.annotations[nodeview.AnnotationCordonedBy] = e.opts.Identity
 		how = "cordoned"
 	}
 	drained, err := e.patchNode(ctx, node.Name, p)
 	if err != nil {
 		return fmt.Errorf("cordoning: %w", err)
 	}
-	e.event(node, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)", how, time.Duration(e.config().Drain.Timeout))
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)", how, time.Duration(e.config().Drain.Timeout))
 	e.logger.Info("drain started", "node", node.Name, "cordon", how)
 	e.drainAsync(ctx, drained)
 	return nil
@@ -386,75 +390,75 @@ func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 
 // requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. The lifecycle only gets
 // here while the maintenance the node was claimed for is still the one announced.
-func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, rec nodestate.Record) error {
+func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
 	// A drain before may have taken a while: ask again right before the request.
 	if why, err := e.preflight(ctx, node, rec); err != nil || why != "" {
 		if err != nil {
 			return err
 		}
-		return e.abandon(ctx, node, rec, nodestate.Observe(node), why+"; maintenance not requested")
+		return e.abandon(ctx, node, rec, nodestate.Observe(nodeview.Of(node)), why+"; maintenance not requested")
 	}
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
 		labels:          map[string]any{gke.LabelPerformMaintenance: "true"},
-		annotations:     map[string]any{nodestate.AnnotationState: string(nodestate.MaintenanceRequested)},
+		annotations:     map[string]any{nodeview.AnnotationState: string(nodeview.MaintenanceRequested)},
 	})
 	if err != nil {
 		return fmt.Errorf("requesting maintenance: %w", err)
 	}
 	e.succeeded(rec)
-	e.event(node, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts maintenance %s", gke.LabelPerformMaintenance, rec.Maintenance)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonMaintenanceRequested, "set %s=true: GKE starts maintenance %s", gke.LabelPerformMaintenance, rec.Maintenance)
 	e.logger.Info("maintenance requested", "node", node.Name, "maintenance", rec.Maintenance)
 	return nil
 }
 
 // fail records a failed drain. Our cordon stays while maintenance that cannot be moved is still pending (pods placed
 // there would be killed by it anyway); otherwise it is lifted.
-func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodestate.Record, reason string) error {
+func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodeview.Record, reason string) error {
 	if len(reason) > 1024 {
 		reason = reason[:1024] + "…"
 	}
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-		nodestate.AnnotationState:      string(nodestate.Failed),
-		nodestate.AnnotationFinishedAt: nodestate.FormatTime(time.Now()),
+		nodeview.AnnotationState:      string(nodeview.Failed),
+		nodeview.AnnotationFinishedAt: nodeview.FormatTime(time.Now()),
 	}}
 	cordon := ""
 	switch {
 	case rec.CordonedBy == "":
-	case nodestate.KeepCordonOnFailure(rec, nodestate.Observe(node)):
+	case nodestate.KeepCordonOnFailure(rec, nodestate.Observe(nodeview.Of(node))):
 		cordon = "; the node stays cordoned: maintenance " + rec.Maintenance + " cannot be moved and is still pending, so pods placed there would be stopped by it"
 	default:
-		p.annotations[nodestate.AnnotationCordonedBy] = nil
+		p.annotations[nodeview.AnnotationCordonedBy] = nil
 		if node.Spec.Unschedulable {
 			p.unschedulable = ptr(false)
 			cordon = "; uncordoned"
 		}
 	}
-	p.annotations[nodestate.AnnotationReason] = reason + cordon
+	p.annotations[nodeview.AnnotationReason] = reason + cordon
 	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
 		return fmt.Errorf("recording failure: %w", err)
 	}
 	e.metrics.actions.WithLabelValues(string(rec.Action), resultFailed).Inc()
 	e.observeDuration(rec)
 	eventReason := reasonActionFailed
-	if rec.Phase == nodestate.Draining {
+	if rec.Phase == nodeview.Draining {
 		eventReason = reasonDrainFailed
 	}
-	e.event(node, corev1.EventTypeWarning, eventReason, "%s failed: %s%s", rec.Action, reason, cordon)
+	e.event(node.Name, node.UID, corev1.EventTypeWarning, eventReason, "%s failed: %s%s", rec.Action, reason, cordon)
 	e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", reason, "cordon", cordon)
 	return nil
 }
 
 // abandon ends work whose maintenance moved or vanished before GKE started it, or that GKE started first: it lifts
 // our cordon and our perform-maintenance request, so a new maintenance is new work.
-func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate.Record, obs nodestate.Observation, why string) error {
+func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodeview.Record, obs nodestate.Observation, why string) error {
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-		nodestate.AnnotationReason:     why,
-		nodestate.AnnotationCordonedBy: nil,
+		nodeview.AnnotationReason:     why,
+		nodeview.AnnotationCordonedBy: nil,
 	}}
 	if rec.Active() {
-		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
-		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
+		p.annotations[nodeview.AnnotationState] = string(nodeview.Done)
+		p.annotations[nodeview.AnnotationFinishedAt] = nodeview.FormatTime(time.Now())
 	}
 	forgetUnseen(p, rec, obs)
 	msg := why
@@ -462,7 +466,7 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate
 		p.unschedulable = ptr(false)
 		msg += "; uncordoned (our cordon)"
 	}
-	if rec.Phase == nodestate.MaintenanceRequested && obs.PerformRequested {
+	if rec.Phase == nodeview.MaintenanceRequested && obs.PerformRequested {
 		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
 		msg += "; perform-maintenance request withdrawn"
 	}
@@ -470,26 +474,26 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodestate
 		return fmt.Errorf("ending work: %w", err)
 	}
 	e.stopDrain(node.Name, "") // after the patch: abandon may run inside the drain it stops
-	if rec.Phase == nodestate.Accepted || rec.Phase == nodestate.Draining {
+	if rec.Phase == nodeview.Accepted || rec.Phase == nodeview.Draining {
 		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
 	}
-	e.event(node, corev1.EventTypeNormal, reasonAbandoned, "%s: %s", rec.Action, msg)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAbandoned, "%s: %s", rec.Action, msg)
 	e.logger.Info("work ended", "node", node.Name, "action", rec.Action, "why", msg)
 	return nil
 }
 
 // finish ends work once GKE has finished: perform-maintenance becomes done, and our cordon (never anyone else's) is
 // lifted.
-func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.Record, why string) error {
-	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{nodestate.AnnotationCordonedBy: nil}}
+func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodeview.Record, why string) error {
+	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{nodeview.AnnotationCordonedBy: nil}}
 	if rec.Active() {
-		p.annotations[nodestate.AnnotationState] = string(nodestate.Done)
-		p.annotations[nodestate.AnnotationFinishedAt] = nodestate.FormatTime(time.Now())
+		p.annotations[nodeview.AnnotationState] = string(nodeview.Done)
+		p.annotations[nodeview.AnnotationFinishedAt] = nodeview.FormatTime(time.Now())
 	}
-	obs := nodestate.Observe(node)
+	obs := nodestate.Observe(nodeview.Of(node))
 	forgetUnseen(p, rec, obs)
 	msg := why
-	if rec.Phase == nodestate.MaintenanceRequested && obs.PerformRequested {
+	if rec.Phase == nodeview.MaintenanceRequested && obs.PerformRequested {
 		// GKE did the maintenance but left our request: it would start the next one at once.
 		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
 		msg += "; perform-maintenance request removed"
@@ -502,29 +506,29 @@ func (e *Executor) finish(ctx context.Context, node *corev1.Node, rec nodestate.
 		return fmt.Errorf("finishing: %w", err)
 	}
 	e.stopDrain(node.Name, "")
-	if rec.Phase == nodestate.Draining {
+	if rec.Phase == nodeview.Draining {
 		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
 	}
-	e.event(node, corev1.EventTypeNormal, reasonMaintenanceFinished, "%s", msg)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonMaintenanceFinished, "%s", msg)
 	e.logger.Info(msg, "node", node.Name, "action", rec.Action)
 	return nil
 }
 
 // forgetUnseen drops the maintenance key from work that ends without GKE maintenance ever seen: the work did not
 // serve it, so if the same maintenance is announced again (a label that flapped) it is new work, not a repeat.
-func forgetUnseen(p nodePatch, rec nodestate.Record, obs nodestate.Observation) {
+func forgetUnseen(p nodePatch, rec nodeview.Record, obs nodestate.Observation) {
 	if !rec.MaintenanceSeen && !obs.InMaintenance {
-		p.annotations[nodestate.AnnotationMaintenance] = nil
+		p.annotations[nodeview.AnnotationMaintenance] = nil
 	}
 }
 
 // succeeded counts an action whose own part is complete (pods evicted, or maintenance requested).
-func (e *Executor) succeeded(rec nodestate.Record) {
+func (e *Executor) succeeded(rec nodeview.Record) {
 	e.metrics.actions.WithLabelValues(string(rec.Action), resultSucceeded).Inc()
 	e.observeDuration(rec)
 }
 
-func (e *Executor) observeDuration(rec nodestate.Record) {
+func (e *Executor) observeDuration(rec nodeview.Record) {
 	if !rec.AcceptedAt.IsZero() {
 		e.metrics.duration.WithLabelValues(string(rec.Action)).Observe(time.Since(rec.AcceptedAt).Seconds())
 	}
@@ -540,12 +544,12 @@ func (e *Executor) served(name string) {
 }
 
 // refuse counts and events a refusal once per (node, maintenance, reason): Alertmanager's repeats are not news.
-func (e *Executor) refuse(node *corev1.Node, maintenance string, action nodestate.Action, reason string) {
+func (e *Executor) refuse(node *nodeview.View, maintenance string, action nodeview.Action, reason string) {
 	if !e.noteOnce(e.refused, node.Name, maintenance+"|"+reason) {
 		return
 	}
 	e.metrics.actions.WithLabelValues(string(action), resultSkipped).Inc()
-	e.event(node, corev1.EventTypeWarning, reasonRefused, "refused %s: %s", action, reason)
+	e.event(node.Name, node.UID, corev1.EventTypeWarning, reasonRefused, "refused %s: %s", action, reason)
 	e.logger.Info("action refused", "node", node.Name, "action", action, "maintenance", maintenance, "reason", reason)
 }
 
@@ -561,7 +565,7 @@ func (e *Executor) noteOnce(seen map[string]string, name, key string) bool {
 }
 
 // event records a Kubernetes Event on the node.
-func (e *Executor) event(node *corev1.Node, eventType, reason, format string, args ...any) {
-	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+func (e *Executor) event(node string, uid types.UID, eventType, reason, format string, args ...any) {
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: uid}
 	e.recorder.Eventf(ref, eventType, reason, format, args...)
 }

@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // stripNode is the informer transform: decisions need the labels (pool selectors can change on a policy reload),
@@ -27,7 +27,7 @@ func stripNode(obj any) (any, error) {
 		Spec: corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: node.Spec.Taints},
 	}
 	for k, v := range node.Annotations {
-		if nodestate.OwnAnnotation(k) || isGKEAnnotation(k) {
+		if nodeview.OwnAnnotation(k) || isGKEAnnotation(k) {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}
 			}
@@ -43,7 +43,7 @@ func stripNode(obj any) (any, error) {
 }
 
 func isGKEAnnotation(key string) bool {
-	for _, a := range nodestate.Annotations {
+	for _, a := range nodeview.Annotations {
 		if a == key {
 			return true
 		}

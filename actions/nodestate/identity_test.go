@@ -1,6 +1,7 @@
 package nodestate
 
 import (
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"testing"
 	"time"
 
@@ -16,8 +17,8 @@ import (
 // alert drains the node a second time for the same maintenance.
 func TestServesWindowKeyWhenOnlyTheLabelIsLeft(t *testing.T) {
 	start := time.Date(2025, 12, 5, 10, 0, 0, 0, time.UTC)
-	windowKey := Maintenance{WindowStart: start}.Key()
-	labelOnly := Maintenance{Label: "1764928800"} // the same instant in epoch seconds
+	windowKey := nodeview.Maintenance{WindowStart: start}.Key()
+	labelOnly := nodeview.Maintenance{Label: "1764928800"} // the same instant in epoch seconds
 	if !labelOnly.Start().Equal(start) {
 		t.Fatalf("fixture: label start %v, window %v", labelOnly.Start(), start)
 	}
@@ -28,11 +29,11 @@ func TestServesWindowKeyWhenOnlyTheLabelIsLeft(t *testing.T) {
 	// The same through the lifecycle: drained with our cordon, GKE then drops the annotation and keeps the label.
 	node := nodeWith(map[string]string{gke.LabelScheduledMaintenanceTime: "1764928800"}, nil)
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	r := Record{Action: Drain, Phase: Done, CordonedBy: "us", Maintenance: windowKey}
-	if step, why := Next(r, Observe(node), false); step != StepNone {
+	r := nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Done, CordonedBy: "us", Maintenance: windowKey}
+	if step, why := Next(r, Observe(nodeview.Of(node)), false); step != StepNone {
 		t.Errorf("drained for %s, the same maintenance now announced by label only: Next = %s (%q), want %s", windowKey, step, why, StepNone)
 	}
-	if !Serves(r, Observe(node).Maintenance) {
+	if !Serves(r, Observe(nodeview.Of(node)).Maintenance) {
 		t.Error("a repeat of the alert would act again for the same maintenance")
 	}
 }

@@ -1,9 +1,12 @@
+// Package nodestate is the lifecycle of this service's work on one node: the steps the work recorded on the node
+// (nodeview.Record) takes as the node changes. Next is its whole logic, a pure function; package executor does the
+// I/O.
 package nodestate
 
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // The lifecycle of this service's work on one node. The annotations (Record) persist it; Next is its whole logic.
@@ -30,19 +33,19 @@ import (
 
 // Observation is what the node shows now, as far as the lifecycle cares.
 type Observation struct {
-	Maintenance      Maintenance
+	Maintenance      nodeview.Maintenance
 	InMaintenance    bool
 	PerformRequested bool
 	Ready            bool
 }
 
-// Observe reads the observation from a node.
-func Observe(node *corev1.Node) Observation {
+// Observe takes the observation from a node's view.
+func Observe(v *nodeview.View) Observation {
 	return Observation{
-		Maintenance:      PendingMaintenance(node),
-		InMaintenance:    InMaintenance(node),
-		PerformRequested: PerformMaintenanceRequested(node),
-		Ready:            Ready(node),
+		Maintenance:      v.Maintenance,
+		InMaintenance:    v.InMaintenance,
+		PerformRequested: v.PerformMaintenanceRequested,
+		Ready:            v.Ready,
 	}
 }
 
@@ -71,17 +74,17 @@ const (
 
 // Next is the lifecycle: the step the work recorded in r takes when the node shows o. drainFirst is the policy's
 // performMaintenance.drainFirst. The reason explains the step for Events and the reason annotation.
-func Next(r Record, o Observation, drainFirst bool) (Step, string) {
+func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	if !r.Active() && !r.HoldsCordon() {
 		return StepNone, ""
 	}
 	if o.InMaintenance {
 		switch {
-		case r.Phase == Accepted:
+		case r.Phase == nodeview.Accepted:
 			return StepYield, "GKE started the maintenance before this service acted"
 		case !r.MaintenanceSeen:
 			return StepNoteSeen, "GKE maintenance under way"
-		case r.Phase == Draining:
+		case r.Phase == nodeview.Draining:
 			return StepContinueDrain, ""
 		}
 		return StepNone, ""
@@ -91,7 +94,7 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 		switch {
 		case o.Maintenance.Pending():
 			return StepAbandon, fmt.Sprintf("maintenance %s moved to %s before it started", orNone(r.Maintenance), o.Maintenance.Key())
-		case r.Phase == MaintenanceRequested || r.HoldsCordon():
+		case r.Phase == nodeview.MaintenanceRequested || r.HoldsCordon():
 			// The maintenance requested or drained for is no longer announced: it happened while unobserved, or
 			// GKE withdrew it. Either way nothing is left to wait for.
 			if quietAndReady {
@@ -106,13 +109,13 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 		}
 	}
 	switch r.Phase {
-	case Accepted:
+	case nodeview.Accepted:
 		// Opportunistic maintenance always cordons first, so no accelerator pod lands between decision and request.
-		if r.Action == Drain || r.Action == OpportunisticMaintenance || drainFirst {
+		if r.Action == nodeview.Drain || r.Action == nodeview.OpportunisticMaintenance || drainFirst {
 			return StepStartDrain, ""
 		}
 		return StepRequest, ""
-	case Draining:
+	case nodeview.Draining:
 		if r.MaintenanceSeen && quietAndReady {
 			return StepFinish, "GKE finished maintenance before the drain did"
 		}
@@ -120,7 +123,7 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 	}
 	// maintenance-requested, or a cordon held after done/failed: wait for GKE to finish. A request GKE left on the
 	// node after the maintenance it started is ours to remove, not a reason to wait.
-	if r.MaintenanceSeen && o.Ready && (!o.PerformRequested || r.Phase == MaintenanceRequested) {
+	if r.MaintenanceSeen && o.Ready && (!o.PerformRequested || r.Phase == nodeview.MaintenanceRequested) {
 		return StepFinish, "GKE finished maintenance"
 	}
 	return StepNone, ""
@@ -128,13 +131,15 @@ func Next(r Record, o Observation, drainFirst bool) (Step, string) {
 
 // KeepCordonOnFailure: a failed drain keeps our cordon while the maintenance it served cannot be moved and is still
 // pending (or under way): pods scheduled there would be killed by it anyway.
-func KeepCordonOnFailure(r Record, o Observation) bool {
-	return r.Action == Drain && (o.InMaintenance || o.Maintenance.Serves(r.Maintenance))
+func KeepCordonOnFailure(r nodeview.Record, o Observation) bool {
+	return r.Action == nodeview.Drain && (o.InMaintenance || o.Maintenance.Serves(r.Maintenance))
 }
 
 // Serves reports whether the record's work (in progress or finished) is for the maintenance now announced, so an
 // alert for that maintenance is a repeat.
-func Serves(r Record, m Maintenance) bool { return r.Phase != "" && m.Serves(r.Maintenance) }
+func Serves(r nodeview.Record, m nodeview.Maintenance) bool {
+	return r.Phase != "" && m.Serves(r.Maintenance)
+}
 
 func orNone(key string) string {
 	if key == "" {

@@ -2,13 +2,14 @@ package nodestate
 
 import (
 	"fmt"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"strings"
 	"testing"
 )
 
 var (
-	scheduledA = Maintenance{Label: "1750000000"}
-	scheduledB = Maintenance{Label: "1760000000"}
+	scheduledA = nodeview.Maintenance{Label: "1750000000"}
+	scheduledB = nodeview.Maintenance{Label: "1760000000"}
 )
 
 func TestNext(t *testing.T) {
@@ -17,56 +18,56 @@ func TestNext(t *testing.T) {
 	gone := Observation{Ready: true}
 	inMaint := Observation{Maintenance: scheduledA, InMaintenance: true, Ready: true}
 	requested := Observation{Maintenance: scheduledA, PerformRequested: true, Ready: true}
-	rec := func(a Action, p Phase, mods ...func(*Record)) Record {
-		r := Record{Action: a, Phase: p, Maintenance: scheduledA.Key()}
+	rec := func(a nodeview.Action, p nodeview.Phase, mods ...func(*nodeview.Record)) nodeview.Record {
+		r := nodeview.Record{Action: a, Phase: p, Maintenance: scheduledA.Key()}
 		for _, m := range mods {
 			m(&r)
 		}
 		return r
 	}
-	cordoned := func(r *Record) { r.CordonedBy = "us" }
-	seen := func(r *Record) { r.MaintenanceSeen = true }
+	cordoned := func(r *nodeview.Record) { r.CordonedBy = "us" }
+	seen := func(r *nodeview.Record) { r.MaintenanceSeen = true }
 	for _, tc := range []struct {
 		name       string
-		r          Record
+		r          nodeview.Record
 		o          Observation
 		drainFirst bool
 		want       Step
 	}{
-		{"no work", Record{}, quiet, false, StepNone},
-		{"done without a cordon is final", rec(Drain, Done), gone, false, StepNone},
-		{"failed without a cordon is final", rec(Drain, Failed), quiet, false, StepNone},
-		{"accepted drain starts draining", rec(Drain, Accepted), quiet, false, StepStartDrain},
-		{"accepted perform-maintenance requests", rec(PerformMaintenance, Accepted), quiet, false, StepRequest},
-		{"accepted perform-maintenance drains first", rec(PerformMaintenance, Accepted), quiet, true, StepStartDrain},
-		{"accepted, maintenance moved", rec(Drain, Accepted), moved, false, StepAbandon},
-		{"accepted, maintenance vanished", rec(Drain, Accepted), gone, false, StepAbandon},
-		{"accepted, GKE started first", rec(Drain, Accepted), inMaint, false, StepYield},
-		{"draining continues", rec(Drain, Draining, cordoned), quiet, false, StepContinueDrain},
-		{"draining, maintenance moved", rec(Drain, Draining, cordoned), moved, false, StepAbandon},
-		{"draining, maintenance vanished", rec(Drain, Draining, cordoned), gone, false, StepAbandon},
-		{"draining, GKE started", rec(Drain, Draining, cordoned), inMaint, false, StepNoteSeen},
-		{"draining, GKE started and noted", rec(Drain, Draining, cordoned, seen), inMaint, false, StepContinueDrain},
-		{"draining, GKE finished before the drain", rec(Drain, Draining, cordoned, seen), gone, false, StepFinish},
-		{"drained, cordon held, maintenance still pending", rec(Drain, Done, cordoned), quiet, false, StepNone},
-		{"drained, cordon held, GKE started", rec(Drain, Done, cordoned), inMaint, false, StepNoteSeen},
-		{"drained, cordon held, GKE under way", rec(Drain, Done, cordoned, seen), inMaint, false, StepNone},
-		{"drained, cordon held, GKE finished", rec(Drain, Done, cordoned, seen), gone, false, StepFinish},
-		{"drained, cordon held, GKE finished but label left", rec(Drain, Done, cordoned, seen), quiet, false, StepFinish},
-		{"drained, cordon held, GKE finished, not Ready yet", rec(Drain, Done, cordoned, seen), Observation{}, false, StepNone},
-		{"drained, cordon held, maintenance moved", rec(Drain, Done, cordoned), moved, false, StepAbandon},
-		{"drained, cordon held, maintenance vanished unseen", rec(Drain, Done, cordoned), gone, false, StepFinish},
-		{"drained, cordon held, no maintenance recorded", Record{Action: Drain, Phase: Done, CordonedBy: "us"}, gone, false, StepFinish},
-		{"failed, cordon held, maintenance pending", rec(Drain, Failed, cordoned), quiet, false, StepNone},
-		{"failed, cordon held, maintenance moved", rec(Drain, Failed, cordoned), moved, false, StepAbandon},
-		{"failed, cordon held, GKE finished", rec(Drain, Failed, cordoned, seen), gone, false, StepFinish},
-		{"requested, waiting for GKE", rec(PerformMaintenance, MaintenanceRequested), requested, false, StepNone},
-		{"requested, GKE started", rec(PerformMaintenance, MaintenanceRequested), inMaint, false, StepNoteSeen},
-		{"requested, GKE finished", rec(PerformMaintenance, MaintenanceRequested, seen), gone, false, StepFinish},
-		{"requested, GKE finished but left the request", rec(PerformMaintenance, MaintenanceRequested, seen), Observation{PerformRequested: true, Ready: true}, false, StepFinish},
-		{"requested, finished while unobserved", rec(PerformMaintenance, MaintenanceRequested), gone, false, StepFinish},
-		{"requested, maintenance moved instead", rec(PerformMaintenance, MaintenanceRequested), Observation{Maintenance: scheduledB, PerformRequested: true, Ready: true}, false, StepAbandon},
-		{"requested, maintenance vanished, request still set", rec(PerformMaintenance, MaintenanceRequested), Observation{PerformRequested: true, Ready: true}, false, StepAbandon},
+		{"no work", nodeview.Record{}, quiet, false, StepNone},
+		{"done without a cordon is final", rec(nodeview.Drain, nodeview.Done), gone, false, StepNone},
+		{"failed without a cordon is final", rec(nodeview.Drain, nodeview.Failed), quiet, false, StepNone},
+		{"accepted drain starts draining", rec(nodeview.Drain, nodeview.Accepted), quiet, false, StepStartDrain},
+		{"accepted perform-maintenance requests", rec(nodeview.PerformMaintenance, nodeview.Accepted), quiet, false, StepRequest},
+		{"accepted perform-maintenance drains first", rec(nodeview.PerformMaintenance, nodeview.Accepted), quiet, true, StepStartDrain},
+		{"accepted, maintenance moved", rec(nodeview.Drain, nodeview.Accepted), moved, false, StepAbandon},
+		{"accepted, maintenance vanished", rec(nodeview.Drain, nodeview.Accepted), gone, false, StepAbandon},
+		{"accepted, GKE started first", rec(nodeview.Drain, nodeview.Accepted), inMaint, false, StepYield},
+		{"draining continues", rec(nodeview.Drain, nodeview.Draining, cordoned), quiet, false, StepContinueDrain},
+		{"draining, maintenance moved", rec(nodeview.Drain, nodeview.Draining, cordoned), moved, false, StepAbandon},
+		{"draining, maintenance vanished", rec(nodeview.Drain, nodeview.Draining, cordoned), gone, false, StepAbandon},
+		{"draining, GKE started", rec(nodeview.Drain, nodeview.Draining, cordoned), inMaint, false, StepNoteSeen},
+		{"draining, GKE started and noted", rec(nodeview.Drain, nodeview.Draining, cordoned, seen), inMaint, false, StepContinueDrain},
+		{"draining, GKE finished before the drain", rec(nodeview.Drain, nodeview.Draining, cordoned, seen), gone, false, StepFinish},
+		{"drained, cordon held, maintenance still pending", rec(nodeview.Drain, nodeview.Done, cordoned), quiet, false, StepNone},
+		{"drained, cordon held, GKE started", rec(nodeview.Drain, nodeview.Done, cordoned), inMaint, false, StepNoteSeen},
+		{"drained, cordon held, GKE under way", rec(nodeview.Drain, nodeview.Done, cordoned, seen), inMaint, false, StepNone},
+		{"drained, cordon held, GKE finished", rec(nodeview.Drain, nodeview.Done, cordoned, seen), gone, false, StepFinish},
+		{"drained, cordon held, GKE finished but label left", rec(nodeview.Drain, nodeview.Done, cordoned, seen), quiet, false, StepFinish},
+		{"drained, cordon held, GKE finished, not Ready yet", rec(nodeview.Drain, nodeview.Done, cordoned, seen), Observation{}, false, StepNone},
+		{"drained, cordon held, maintenance moved", rec(nodeview.Drain, nodeview.Done, cordoned), moved, false, StepAbandon},
+		{"drained, cordon held, maintenance vanished unseen", rec(nodeview.Drain, nodeview.Done, cordoned), gone, false, StepFinish},
+		{"drained, cordon held, no maintenance recorded", nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Done, CordonedBy: "us"}, gone, false, StepFinish},
+		{"failed, cordon held, maintenance pending", rec(nodeview.Drain, nodeview.Failed, cordoned), quiet, false, StepNone},
+		{"failed, cordon held, maintenance moved", rec(nodeview.Drain, nodeview.Failed, cordoned), moved, false, StepAbandon},
+		{"failed, cordon held, GKE finished", rec(nodeview.Drain, nodeview.Failed, cordoned, seen), gone, false, StepFinish},
+		{"requested, waiting for GKE", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), requested, false, StepNone},
+		{"requested, GKE started", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), inMaint, false, StepNoteSeen},
+		{"requested, GKE finished", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested, seen), gone, false, StepFinish},
+		{"requested, GKE finished but left the request", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested, seen), Observation{PerformRequested: true, Ready: true}, false, StepFinish},
+		{"requested, finished while unobserved", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), gone, false, StepFinish},
+		{"requested, maintenance moved instead", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), Observation{Maintenance: scheduledB, PerformRequested: true, Ready: true}, false, StepAbandon},
+		{"requested, maintenance vanished, request still set", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), Observation{PerformRequested: true, Ready: true}, false, StepAbandon},
 	} {
 		if got, _ := Next(tc.r, tc.o, tc.drainFirst); got != tc.want {
 			t.Errorf("%s: Next = %s, want %s", tc.name, got, tc.want)
@@ -75,14 +76,14 @@ func TestNext(t *testing.T) {
 }
 
 func TestKeepCordonOnFailure(t *testing.T) {
-	r := Record{Action: Drain, Maintenance: scheduledA.Key()}
+	r := nodeview.Record{Action: nodeview.Drain, Maintenance: scheduledA.Key()}
 	if !KeepCordonOnFailure(r, Observation{Maintenance: scheduledA}) {
 		t.Error("unmovable maintenance still pending: the cordon stays")
 	}
 	if KeepCordonOnFailure(r, Observation{Maintenance: scheduledB}) || KeepCordonOnFailure(r, Observation{}) {
 		t.Error("maintenance moved or gone: the cordon goes")
 	}
-	if KeepCordonOnFailure(Record{Action: PerformMaintenance, Maintenance: scheduledA.Key()}, Observation{Maintenance: scheduledA}) {
+	if KeepCordonOnFailure(nodeview.Record{Action: nodeview.PerformMaintenance, Maintenance: scheduledA.Key()}, Observation{Maintenance: scheduledA}) {
 		t.Error("reschedulable maintenance: the cordon goes")
 	}
 }
@@ -90,11 +91,11 @@ func TestKeepCordonOnFailure(t *testing.T) {
 // world is one node as the lifecycle sees it, with this service's decisions modelled: an alert is acted on when
 // maintenance is pending, no GKE maintenance or request is under way, and no work serves the maintenance yet.
 type world struct {
-	action     Action
+	action     nodeview.Action
 	drainFirst bool
 	obs        Observation
 	cordoned   bool
-	rec        Record
+	rec        nodeview.Record
 	alert      bool
 	claims     map[string]int
 }
@@ -112,28 +113,28 @@ func (w *world) settle(t *testing.T, trace []string) {
 				w.alert = false // refused
 				return
 			}
-			w.rec = Record{Action: w.action, Phase: Accepted, Maintenance: m.Key()}
+			w.rec = nodeview.Record{Action: w.action, Phase: nodeview.Accepted, Maintenance: m.Key()}
 			w.claims[m.Key()]++
 		case StepStartDrain:
 			if !w.cordoned {
 				w.cordoned, w.rec.CordonedBy = true, "us"
 			}
-			w.rec.Phase = Draining
+			w.rec.Phase = nodeview.Draining
 		case StepContinueDrain:
 			return // the drain runs until an event ends it
 		case StepRequest:
-			w.obs.PerformRequested, w.rec.Phase = true, MaintenanceRequested
+			w.obs.PerformRequested, w.rec.Phase = true, nodeview.MaintenanceRequested
 		case StepNoteSeen:
 			w.rec.MaintenanceSeen = true
 		case StepYield, StepAbandon, StepFinish:
-			if w.rec.Phase == MaintenanceRequested && step == StepAbandon {
+			if w.rec.Phase == nodeview.MaintenanceRequested && step == StepAbandon {
 				w.obs.PerformRequested = false
 			}
 			if w.rec.CordonedBy != "" {
 				w.cordoned, w.rec.CordonedBy = false, ""
 			}
 			if w.rec.Active() {
-				w.rec.Phase = Done
+				w.rec.Phase = nodeview.Done
 			}
 		}
 	}
@@ -146,7 +147,7 @@ var events = map[string]func(w *world){
 	"resolve": func(w *world) { w.alert = false },
 	"moved":   func(w *world) { w.obs.Maintenance = scheduledB },
 	"vanished": func(w *world) {
-		w.obs.Maintenance = Maintenance{}
+		w.obs.Maintenance = nodeview.Maintenance{}
 	},
 	"gke-start": func(w *world) {
 		if w.obs.Maintenance.Pending() {
@@ -159,22 +160,22 @@ var events = map[string]func(w *world){
 		}
 	},
 	"drain-done": func(w *world) {
-		if w.rec.Phase == Draining {
+		if w.rec.Phase == nodeview.Draining {
 			if w.rec.Action.Requests() {
-				w.rec.Phase = Accepted // the executor requests next; modelled as the request step
-				w.obs.PerformRequested, w.rec.Phase = true, MaintenanceRequested
+				w.rec.Phase = nodeview.Accepted // the executor requests next; modelled as the request step
+				w.obs.PerformRequested, w.rec.Phase = true, nodeview.MaintenanceRequested
 				if !w.obs.Maintenance.Serves(w.rec.Maintenance) {
-					w.obs.PerformRequested, w.rec.Phase = false, Done
+					w.obs.PerformRequested, w.rec.Phase = false, nodeview.Done
 					w.cordoned, w.rec.CordonedBy = false, ""
 				}
 				return
 			}
-			w.rec.Phase = Done
+			w.rec.Phase = nodeview.Done
 		}
 	},
 	"drain-fail": func(w *world) {
-		if w.rec.Phase == Draining {
-			w.rec.Phase = Failed
+		if w.rec.Phase == nodeview.Draining {
+			w.rec.Phase = nodeview.Failed
 			if w.rec.CordonedBy != "" && !KeepCordonOnFailure(w.rec, w.obs) {
 				w.cordoned, w.rec.CordonedBy = false, ""
 			}
@@ -184,7 +185,7 @@ var events = map[string]func(w *world){
 	"restart": func(w *world) { w.alert = false },
 	// Deleted and re-created under the same name: a new node with nothing of ours on it.
 	"recreated": func(w *world) {
-		w.obs, w.cordoned, w.rec = Observation{Maintenance: scheduledA, Ready: true}, false, Record{}
+		w.obs, w.cordoned, w.rec = Observation{Maintenance: scheduledA, Ready: true}, false, nodeview.Record{}
 	},
 }
 
@@ -226,7 +227,7 @@ func TestInterleavings(t *testing.T) {
 			play(next, tr, depth-1)
 		}
 	}
-	for _, action := range []Action{Drain, PerformMaintenance} {
+	for _, action := range []nodeview.Action{nodeview.Drain, nodeview.PerformMaintenance} {
 		for _, drainFirst := range []bool{false, true} {
 			w := world{action: action, drainFirst: drainFirst, obs: Observation{Maintenance: scheduledA, Ready: true}, claims: map[string]int{}}
 			play(w, []string{fmt.Sprintf("%s(drainFirst=%v)", action, drainFirst)}, 4)

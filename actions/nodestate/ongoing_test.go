@@ -1,9 +1,11 @@
 package nodestate
 
 import (
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
@@ -20,7 +22,7 @@ func TestNextWindowOngoingIsNotVanished(t *testing.T) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 		return n
 	}
-	key := PendingMaintenance(announced("PENDING")).Key()
+	key := nodeview.Of(announced("PENDING")).Maintenance.Key()
 	if key == "" {
 		t.Fatal("the PENDING window announces no maintenance")
 	}
@@ -30,18 +32,22 @@ func TestNextWindowOngoingIsNotVanished(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		r    Record
+		r    nodeview.Record
 		node *corev1.Node
 	}{
-		{"drained, our cordon held", Record{Action: Drain, Phase: Done, CordonedBy: "us", Maintenance: key}, ongoing},
-		{"draining", Record{Action: Drain, Phase: Draining, CordonedBy: "us", Maintenance: key}, ongoing},
-		{"failed drain, cordon kept for unmovable maintenance", Record{Action: Drain, Phase: Failed, CordonedBy: "us", Maintenance: key}, ongoing},
-		{"perform-maintenance requested", Record{Action: PerformMaintenance, Phase: MaintenanceRequested, Maintenance: key}, requested},
+		{"drained, our cordon held", nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Done, CordonedBy: "us", Maintenance: key}, ongoing},
+		{"draining", nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Draining, CordonedBy: "us", Maintenance: key}, ongoing},
+		{"failed drain, cordon kept for unmovable maintenance", nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Failed, CordonedBy: "us", Maintenance: key}, ongoing},
+		{"perform-maintenance requested", nodeview.Record{Action: nodeview.PerformMaintenance, Phase: nodeview.MaintenanceRequested, Maintenance: key}, requested},
 	} {
-		step, why := Next(tc.r, Observe(tc.node), false)
+		step, why := Next(tc.r, Observe(nodeview.Of(tc.node)), false)
 		if step == StepFinish || step == StepAbandon {
 			t.Errorf("%s: GKE reports maintenance %s ONGOING: Next = %s (%q); the work's maintenance has started, it must not end as if it vanished",
 				tc.name, key, step, why)
 		}
 	}
+}
+
+func nodeWith(labels, annotations map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}}
 }

@@ -7,27 +7,25 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // OpportunisticInput is what picking an idle node reads.
 type OpportunisticInput struct {
 	Pool *config.Pool
 	// Nodes are the nodes the pool governs.
-	Nodes []*corev1.Node
+	Nodes []*nodeview.View
 	// Idle is how long no pod requesting an accelerator has run on a node (0: busy now).
-	Idle func(*corev1.Node) time.Duration
+	Idle func(*nodeview.View) time.Duration
 	// Disrupted reports a node that counts against budgets.
-	Disrupted func(*corev1.Node) bool
+	Disrupted func(*nodeview.View) bool
 	// Claimable reports a node with maintenance announced and no work of this service on it.
-	Claimable func(*corev1.Node) bool
+	Claimable func(*nodeview.View) bool
 	// AlertSaysReschedulable reports a live alert for the node whose can_reschedule label (the node agent's metadata)
 	// is true: it counts where GKE's annotation says nothing. Nil: none.
-	AlertSaysReschedulable func(*corev1.Node) bool
+	AlertSaysReschedulable func(*nodeview.View) bool
 	Now                    time.Time
 }
 
@@ -37,12 +35,12 @@ type OpportunisticInput struct {
 // and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config); and taking it keeps
 // minNodes units of the pool available. The unit whose maintenance comes first wins. It returns nil when none may go,
 // else the unit's nodes and a reason for the Event.
-func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
+func PickOpportunistic(in OpportunisticInput) ([]*nodeview.View, string) {
 	o := in.Pool.Opportunistic
 	if o == nil {
 		return nil, ""
 	}
-	units := map[string][]*corev1.Node{}
+	units := map[string][]*nodeview.View{}
 	down := map[string]bool{}
 	for _, n := range in.Nodes {
 		u := unit(n)
@@ -57,7 +55,7 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 	}
 	type candidate struct {
 		id    string
-		nodes []*corev1.Node
+		nodes []*nodeview.View
 		due   time.Time
 		idle  time.Duration
 	}
@@ -69,11 +67,10 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 		c := candidate{id: id, nodes: nodes, idle: time.Duration(math.MaxInt64)} // the least idle node of the unit tells
 		ok := true
 		for _, n := range nodes {
-			m := nodestate.PendingMaintenance(n)
+			m := n.Maintenance
 			idle := in.Idle(n)
 			if !in.Claimable(n) || !in.reschedulable(n, m) || m.Start().Sub(in.Now) > time.Duration(o.Window) ||
-				idle < time.Duration(o.NodeIdleTime) || n.Labels[gke.LabelOpportunisticDisable] == "true" ||
-				n.Annotations[gke.AnnotationOpportunisticConfig] != "" {
+				idle < time.Duration(o.NodeIdleTime) || n.OpportunisticDisabled || n.OpportunisticConfigured {
 				ok = false
 				break
 			}
@@ -83,7 +80,7 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 			c.idle = min(c.idle, idle)
 		}
 		if ok {
-			slices.SortFunc(c.nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+			slices.SortFunc(c.nodes, func(a, b *nodeview.View) int { return strings.Compare(a.Name, b.Name) })
 			candidates = append(candidates, c)
 		}
 	}
@@ -110,11 +107,11 @@ func PickOpportunistic(in OpportunisticInput) ([]*corev1.Node, string) {
 }
 
 // reschedulable: GKE's annotation says the maintenance can be rescheduled or, where it says nothing, a live alert does.
-func (in OpportunisticInput) reschedulable(n *corev1.Node, m nodestate.Maintenance) bool {
+func (in OpportunisticInput) reschedulable(n *nodeview.View, m nodeview.Maintenance) bool {
 	switch m.CanReschedule {
-	case "true":
+	case gke.CanRescheduleTrue:
 		return true
-	case "":
+	case gke.CanRescheduleUnknown:
 		return in.AlertSaysReschedulable != nil && in.AlertSaysReschedulable(n)
 	}
 	return false

@@ -9,14 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 func pickAll(pool *config.Pool, nodes []*corev1.Node) ([]string, string) {
-	got, why := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes,
-		Idle:      func(*corev1.Node) time.Duration { return time.Hour },
-		Disrupted: nodestate.Disrupted,
-		Claimable: func(n *corev1.Node) bool { return nodestate.PendingMaintenance(n).Pending() },
+	got, why := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: views(nodes),
+		Idle:      func(*nodeview.View) time.Duration { return time.Hour },
+		Disrupted: (*nodeview.View).Disrupted,
+		Claimable: func(n *nodeview.View) bool { return n.Maintenance.Pending() },
 		Now:       saturday3am})
 	var names []string
 	for _, n := range got {
@@ -56,7 +56,7 @@ func TestPickOpportunisticMinNodesCountsEveryUnavailableKind(t *testing.T) {
 		{"perform-maintenance requested by someone else", pmRequested},
 		{"our drain in progress", func(n *corev1.Node) {
 			in5d(n)
-			n.Annotations[nodestate.AnnotationState] = string(nodestate.Draining)
+			n.Annotations[nodeview.AnnotationState] = string(nodeview.Draining)
 		}},
 	} {
 		nodes := fleet("m", "l4-serve", 4, in5d, in5d, in5d, tc.down)
@@ -88,9 +88,9 @@ func TestPickOpportunisticIdleEdge(t *testing.T) {
 		Window: config.Duration(336 * time.Hour)}}
 	nodes := fleet("i", "l4-serve", 2, reschedulable(time.Hour), reschedulable(2*time.Hour))
 	idle := map[string]time.Duration{"i-0": 10*time.Minute - time.Second, "i-1": 10 * time.Minute}
-	got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes,
-		Idle:      func(n *corev1.Node) time.Duration { return idle[n.Name] },
-		Disrupted: nodestate.Disrupted, Claimable: func(*corev1.Node) bool { return true }, Now: saturday3am})
+	got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: views(nodes),
+		Idle:      func(n *nodeview.View) time.Duration { return idle[n.Name] },
+		Disrupted: (*nodeview.View).Disrupted, Claimable: func(*nodeview.View) bool { return true }, Now: saturday3am})
 	if len(got) != 1 || got[0].Name != "i-1" {
 		t.Errorf("picked %v, want i-1 (idle exactly nodeIdleTime; i-0 a second short)", got)
 	}

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // reschedulable announces maintenance GKE can reschedule, starting in d.
@@ -29,13 +29,12 @@ func TestPickOpportunistic(t *testing.T) {
 	pool := &config.Pool{Name: "serving", Opportunistic: o}
 	both := func(a, b nodeOpt) nodeOpt { return func(n *corev1.Node) { a(n); b(n) } }
 	idleFor := map[string]time.Duration{}
-	idle := func(n *corev1.Node) time.Duration { return idleFor[n.Name] }
-	claimable := func(n *corev1.Node) bool {
-		r := nodestate.Read(n)
-		return nodestate.PendingMaintenance(n).Pending() && !r.Active()
+	idle := func(n *nodeview.View) time.Duration { return idleFor[n.Name] }
+	claimable := func(n *nodeview.View) bool {
+		return n.Maintenance.Pending() && !n.Record.Active()
 	}
 	pick := func(nodes []*corev1.Node) []string {
-		got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes, Idle: idle, Disrupted: nodestate.Disrupted,
+		got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: views(nodes), Idle: idle, Disrupted: (*nodeview.View).Disrupted,
 			Claimable: claimable, Now: saturday3am})
 		var names []string
 		for _, n := range got {
@@ -53,7 +52,7 @@ func TestPickOpportunistic(t *testing.T) {
 		t.Errorf("GKE's example: picked %s, want node-3 (idle long enough, maintenance first)", got)
 	}
 	idleFor["node-2"], idleFor["node-3"] = 14*time.Minute, 14*time.Minute
-	_, why := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes, Idle: idle, Disrupted: nodestate.Disrupted,
+	_, why := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: views(nodes), Idle: idle, Disrupted: (*nodeview.View).Disrupted,
 		Claimable: claimable, Now: saturday3am})
 	if want := "idle 14m, maintenance in 5d, pool keeps 3 of 4 nodes"; why != want {
 		t.Errorf("Event reason %q, want %q", why, want)
@@ -79,7 +78,7 @@ func TestPickOpportunistic(t *testing.T) {
 			n.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"false","window_start_time":"2025-06-08T10:00:00Z"}`}
 		}},
 		{"no maintenance", func(*corev1.Node) {}},
-		{"already acted on", both(in5d, ours(nodestate.Accepted))},
+		{"already acted on", both(in5d, ours(nodeview.Accepted))},
 	} {
 		nodes := fleet("x", "l4-serve", 5, tc.opt)
 		for _, n := range nodes {
@@ -137,10 +136,10 @@ func TestPickOpportunisticAlertSaysReschedulable(t *testing.T) {
 		{"annotation says false, alert says reschedulable", saysFalse, true, false},
 	} {
 		nodes := fleet("n", "l4-serve", 2, tc.opt)
-		got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: nodes[:1],
-			Idle:      func(*corev1.Node) time.Duration { return time.Hour },
-			Disrupted: nodestate.Disrupted, Claimable: func(*corev1.Node) bool { return true },
-			AlertSaysReschedulable: func(*corev1.Node) bool { return tc.alertSays }, Now: saturday3am})
+		got, _ := PickOpportunistic(OpportunisticInput{Pool: pool, Nodes: views(nodes[:1]),
+			Idle:      func(*nodeview.View) time.Duration { return time.Hour },
+			Disrupted: (*nodeview.View).Disrupted, Claimable: func(*nodeview.View) bool { return true },
+			AlertSaysReschedulable: func(*nodeview.View) bool { return tc.alertSays }, Now: saturday3am})
 		if (got != nil) != tc.want {
 			t.Errorf("%s: picked %v, want picked %v", tc.name, got, tc.want)
 		}

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Verdict is the outcome of a decision.
@@ -45,7 +43,7 @@ type Decision struct {
 
 // Request is what an alert asks for.
 type Request struct {
-	Action nodestate.Action
+	Action nodeview.Action
 	// CanReschedule: GKE can start this maintenance on request, by the alert's can_reschedule label or GKE's
 	// upcoming-maintenance annotation on the node.
 	CanReschedule bool
@@ -63,24 +61,24 @@ type Cluster struct {
 type Input struct {
 	Request Request
 	// Node is the node the alert named, as just read from the API.
-	Node *corev1.Node
+	Node *nodeview.View
 	// Members are the nodes that go together with Node as one operation (Node among them): the nodes of a
 	// parallel pool or of a multi-host TPU slice with the same action pending; just Node otherwise.
-	Members []*corev1.Node
+	Members []*nodeview.View
 	// Pool is the nodes governed by the same policy pool as Node (Node among them).
-	Pool    []*corev1.Node
+	Pool    []*nodeview.View
 	Cluster Cluster
-	// Disrupted reports a node that counts against budgets (nodestate.Disrupted, plus dry-run claims).
-	Disrupted func(*corev1.Node) bool
+	// Disrupted reports a node that counts against budgets (View.Disrupted, plus dry-run claims).
+	Disrupted func(*nodeview.View) bool
 	Now       time.Time
 }
 
 // Survey splits the cluster's nodes for Decide: the nodes governed by the same pool as node (first match wins) and
 // the cluster-wide counts. A fresher copy of node replaces the listed one.
-func Survey(cfg *config.Config, node *corev1.Node, all []*corev1.Node, disrupted func(*corev1.Node) bool) (pool []*corev1.Node, cluster Cluster) {
+func Survey(cfg *config.Config, node *nodeview.View, all []*nodeview.View, disrupted func(*nodeview.View) bool) (pool []*nodeview.View, cluster Cluster) {
 	target := cfg.MatchPool(node.Labels)
 	seen := false
-	count := func(n *corev1.Node) {
+	count := func(n *nodeview.View) {
 		cluster.Nodes++
 		if disrupted(n) {
 			cluster.Disrupted++
@@ -104,9 +102,9 @@ func Survey(cfg *config.Config, node *corev1.Node, all []*corev1.Node, disrupted
 // Scope is the nodes that must go together with node: the whole multi-host TPU slice (its GKE node pool, a slice
 // cannot be partly up) whatever the strategy; the whole policy pool for strategy parallel; else node alone. The
 // caller keeps those of them that have the same action pending.
-func Scope(cfg *config.Config, node *corev1.Node, pool, all []*corev1.Node) []*corev1.Node {
+func Scope(cfg *config.Config, node *nodeview.View, pool, all []*nodeview.View) []*nodeview.View {
 	if slice := SliceOf(node); slice != "" {
-		var out []*corev1.Node
+		var out []*nodeview.View
 		for _, n := range all {
 			if SliceOf(n) == slice {
 				out = append(out, n)
@@ -117,19 +115,19 @@ func Scope(cfg *config.Config, node *corev1.Node, pool, all []*corev1.Node) []*c
 	if p := cfg.MatchPool(node.Labels); p != nil && p.Strategy == config.Parallel {
 		return pool
 	}
-	return []*corev1.Node{node}
+	return []*nodeview.View{node}
 }
 
 // SliceOf names the multi-host TPU slice the node belongs to (its GKE node pool), or "" for any other node.
-func SliceOf(node *corev1.Node) string {
-	if hosts, ok := gke.TPUSliceHosts(node.Labels); ok && hosts > 1 {
-		return node.Labels[gke.LabelNodePool]
+func SliceOf(node *nodeview.View) string {
+	if node.TPUSliceHosts > 1 {
+		return node.Pool
 	}
 	return ""
 }
 
 // unit is what a rolling pool's budget counts: a node, or a whole multi-host slice.
-func unit(n *corev1.Node) string {
+func unit(n *nodeview.View) string {
 	if s := SliceOf(n); s != "" {
 		return "slice/" + s
 	}
@@ -141,7 +139,7 @@ func Decide(cfg *config.Config, in Input) Decision {
 	node := in.Node
 	disrupted := in.Disrupted
 	if disrupted == nil {
-		disrupted = nodestate.Disrupted
+		disrupted = (*nodeview.View).Disrupted
 	}
 	p := cfg.MatchPool(node.Labels)
 	if p == nil {
@@ -154,29 +152,29 @@ func Decide(cfg *config.Config, in Input) Decision {
 		return Decision{Verdict: Wait, Pool: p.Name, Code: code, Reason: fmt.Sprintf(format, args...)}
 	}
 
-	m := nodestate.PendingMaintenance(node)
+	m := node.Maintenance
 	switch in.Request.Action {
-	case nodestate.PerformMaintenance, nodestate.OpportunisticMaintenance:
+	case nodeview.PerformMaintenance, nodeview.OpportunisticMaintenance:
 		if !m.Pending() {
 			return refuse("no maintenance is pending on the node (no %s label or announced window)", gke.LabelScheduledMaintenanceTime)
 		}
 		if !in.Request.CanReschedule {
 			return refuse("can_reschedule is not true: GKE cannot start this maintenance on request")
 		}
-	case nodestate.Drain:
+	case nodeview.Drain:
 		if !m.Pending() {
 			return refuse("no maintenance is pending on the node (no %s label or announced window): nothing to drain for", gke.LabelScheduledMaintenanceTime)
 		}
 	default:
 		return refuse("unknown action %q", in.Request.Action)
 	}
-	if node.DeletionTimestamp != nil {
+	if node.Deleting {
 		return refuse("node is being deleted")
 	}
-	if nodestate.InMaintenance(node) {
+	if node.InMaintenance {
 		return refuse("GKE maintenance is already under way on the node")
 	}
-	if nodestate.PerformMaintenanceRequested(node) {
+	if node.PerformMaintenanceRequested {
 		return refuse("perform-maintenance is already requested on the node")
 	}
 
@@ -189,7 +187,7 @@ func Decide(cfg *config.Config, in Input) Decision {
 
 	members := in.Members
 	if len(members) == 0 {
-		members = []*corev1.Node{node}
+		members = []*nodeview.View{node}
 	}
 	// added is how many more nodes become disrupted if the operation starts. A group goes as a whole, so the
 	// cluster cap must have room for all of it: taking a coupled pool or a slice half-way disrupts it twice.

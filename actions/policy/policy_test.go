@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 )
 
 // saturday3am is inside the test windows: Saturday 2025-06-07 03:00 in Los Angeles.
@@ -53,9 +53,9 @@ func slice(name string) nodeOpt {
 	}
 }
 
-func ours(phase nodestate.Phase) nodeOpt {
+func ours(phase nodeview.Phase) nodeOpt {
 	return func(n *corev1.Node) {
-		n.Annotations = map[string]string{nodestate.AnnotationState: string(phase), nodestate.AnnotationAction: "drain"}
+		n.Annotations = map[string]string{nodeview.AnnotationState: string(phase), nodeview.AnnotationAction: "drain"}
 	}
 }
 
@@ -68,6 +68,15 @@ func mkNode(name, gkePool string, opts ...nodeOpt) *corev1.Node {
 		o(n)
 	}
 	return n
+}
+
+// views reads nodes as the executor's informer does.
+func views(nodes []*corev1.Node) []*nodeview.View {
+	out := make([]*nodeview.View, len(nodes))
+	for i, n := range nodes {
+		out[i] = nodeview.Of(n)
+	}
+	return out
 }
 
 // fleet makes count healthy nodes named prefix-0.. in gkePool, with opts applied to the first len(opts) nodes.
@@ -109,8 +118,8 @@ pools:
 `
 
 func TestDecide(t *testing.T) {
-	drain := Request{Action: nodestate.Drain}
-	perform := Request{Action: nodestate.PerformMaintenance, CanReschedule: true}
+	drain := Request{Action: nodeview.Drain}
+	perform := Request{Action: nodeview.PerformMaintenance, CanReschedule: true}
 	for _, tc := range []struct {
 		name    string
 		policy  string // appended to basePolicy
@@ -161,12 +170,12 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "slot taken by our own work in progress",
-			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodestate.Accepted)),
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodeview.Accepted)),
 			want: Wait, reason: "maxUnavailable",
 		},
 		{
 			name: "our finished work does not hold a slot",
-			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodestate.Done)),
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, nil, ours(nodeview.Done)),
 			want: Act,
 		},
 		{
@@ -222,7 +231,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "parallel pool acts on every node at once",
-			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodestate.Draining), ours(nodestate.Accepted), cordoned),
+			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodeview.Draining), ours(nodeview.Accepted), cordoned),
 			want: Act, reason: "parallel",
 		},
 		{
@@ -261,7 +270,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:   "a parallel pool already on its way fits the cap",
 			policy: "maxDisruptedNodes: 5\n",
-			req:    drain, node: "train-4", cluster: fleet("train", "a3-train", 5, ours(nodestate.Draining), ours(nodestate.Draining), ours(nodestate.Draining), ours(nodestate.Draining)),
+			req:    drain, node: "train-4", cluster: fleet("train", "a3-train", 5, ours(nodeview.Draining), ours(nodeview.Draining), ours(nodeview.Draining), ours(nodeview.Draining)),
 			want: Act,
 		},
 		{
@@ -276,7 +285,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "perform-maintenance without can_reschedule is refused",
-			req:  Request{Action: nodestate.PerformMaintenance}, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, scheduled),
+			req:  Request{Action: nodeview.PerformMaintenance}, node: "serve-0", cluster: fleet("serve", "l4-serve", 3, scheduled),
 			want: Refuse, reason: "can_reschedule",
 		},
 		{
@@ -386,12 +395,13 @@ func TestDecide(t *testing.T) {
 			if node == nil {
 				t.Fatalf("no node %s in the cluster", tc.node)
 			}
-			if _, ok := node.Labels[gke.LabelScheduledMaintenanceTime]; !ok && tc.req.Action == nodestate.Drain && !tc.bare {
+			if _, ok := node.Labels[gke.LabelScheduledMaintenanceTime]; !ok && tc.req.Action == nodeview.Drain && !tc.bare {
 				scheduled(node)
 			}
-			pool, cluster := Survey(cfg, node, tc.cluster, nodestate.Disrupted)
-			got := Decide(cfg, Input{Request: tc.req, Node: node, Members: Scope(cfg, node, pool, tc.cluster), Pool: pool,
-				Cluster: cluster, Now: saturday3am})
+			view, cluster := nodeview.Of(node), views(tc.cluster)
+			pool, counts := Survey(cfg, view, cluster, (*nodeview.View).Disrupted)
+			got := Decide(cfg, Input{Request: tc.req, Node: view, Members: Scope(cfg, view, pool, cluster), Pool: pool,
+				Cluster: counts, Now: saturday3am})
 			if got.Verdict != tc.want || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("got %s (%q), want %s with reason containing %q", got.Verdict, got.Reason, tc.want, tc.reason)
 			}
@@ -410,16 +420,16 @@ func TestDecide(t *testing.T) {
 func TestSurvey(t *testing.T) {
 	cfg := mustParse(t, basePolicy)
 	all := append(fleet("serve", "l4-serve", 3, nil, cordoned), fleet("batch", "batch", 2, notReady)...)
-	fresher := mkNode("serve-0", "l4-serve", cordoned)
-	pool, cluster := Survey(cfg, fresher, all, nodestate.Disrupted)
+	fresher := nodeview.Of(mkNode("serve-0", "l4-serve", cordoned))
+	pool, cluster := Survey(cfg, fresher, views(all), (*nodeview.View).Disrupted)
 	if cluster != (Cluster{Nodes: 5, Disrupted: 3}) {
 		t.Errorf("cluster %+v, want 5 nodes, 3 disrupted (fresher copy of serve-0 is cordoned)", cluster)
 	}
 	if len(pool) != 3 || pool[0] != fresher {
 		t.Errorf("pool %v: want the 3 serving nodes with the fresher copy of serve-0", pool)
 	}
-	newNode := mkNode("serve-new", "l4-serve")
-	pool, cluster = Survey(cfg, newNode, all, nodestate.Disrupted)
+	newNode := nodeview.Of(mkNode("serve-new", "l4-serve"))
+	pool, cluster = Survey(cfg, newNode, views(all), (*nodeview.View).Disrupted)
 	if cluster.Nodes != 6 || len(pool) != 4 {
 		t.Errorf("a node missing from the list is counted: cluster %+v, pool %d", cluster, len(pool))
 	}

@@ -3,9 +3,8 @@ package policy
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Usage is a policy pool's disruption budget in use, counted as Decide counts it.
@@ -22,7 +21,7 @@ type Usage struct {
 // Usages surveys the whole policy at once, as Survey does for one node's pool (first matching pool wins): each
 // pool's usage in the policy's order, the nodes no pool matches (refused), and the cluster-wide count the cap is
 // checked against.
-func Usages(cfg *config.Config, all []*corev1.Node, disrupted func(*corev1.Node) bool) (pools []Usage, unmatched int, cluster Cluster) {
+func Usages(cfg *config.Config, all []*nodeview.View, disrupted func(*nodeview.View) bool) (pools []Usage, unmatched int, cluster Cluster) {
 	type count struct{ units, down map[string]bool }
 	counts := make([]count, len(cfg.Pools))
 	pools = make([]Usage, len(cfg.Pools))

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -39,7 +39,7 @@ func TestUsagesAgreeWithDecide(t *testing.T) {
 		all = append(all, fleet("a3", "a3-train", 2, cordoned)...)
 		all = append(all, mkNode("cpu-0", "default"))
 
-		pools, unmatched, cluster := Usages(cfg, all, nodestate.Disrupted)
+		pools, unmatched, cluster := Usages(cfg, views(all), (*nodeview.View).Disrupted)
 		if unmatched != 1 || cluster.Nodes != len(all) || cluster.Disrupted != down+1 {
 			t.Fatalf("down %d: unmatched %d, cluster %+v", down, unmatched, cluster)
 		}
@@ -53,11 +53,12 @@ func TestUsagesAgreeWithDecide(t *testing.T) {
 		roomInPool := u.Disrupted+1 <= u.MaxUnavailable && u.Units-(u.Disrupted+1) >= u.MinAvailable
 		roomInCluster := cluster.Disrupted+1 <= cfg.MaxDisruptedNodes.Of(cluster.Nodes, false)
 
-		pool, surveyed := Survey(cfg, candidate, all, nodestate.Disrupted)
+		candidateView := nodeview.Of(candidate)
+		pool, surveyed := Survey(cfg, candidateView, views(all), (*nodeview.View).Disrupted)
 		if surveyed != cluster || len(pool) != u.Nodes {
 			t.Errorf("down %d: Survey says %d pool nodes, cluster %+v", down, len(pool), surveyed)
 		}
-		d := Decide(cfg, Input{Request: Request{Action: nodestate.Drain}, Node: candidate, Members: []*corev1.Node{candidate},
+		d := Decide(cfg, Input{Request: Request{Action: nodeview.Drain}, Node: candidateView, Members: []*nodeview.View{candidateView},
 			Pool: pool, Cluster: surveyed, Now: saturday3am})
 		if act := d.Verdict == Act; act != (roomInPool && roomInCluster) {
 			t.Errorf("down %d: Decide %s (%s), usage says room in pool %v, in cluster %v", down, d.Verdict, d.Reason, roomInPool, roomInCluster)
@@ -72,7 +73,7 @@ func TestUsagesCountSlices(t *testing.T) {
 		mkNode("a-0", "", slice("slice-a"), cordoned), mkNode("a-1", "", slice("slice-a")),
 		mkNode("b-0", "", slice("slice-b")), mkNode("b-1", "", slice("slice-b")),
 	}
-	pools, _, _ := Usages(cfg, all, nodestate.Disrupted)
+	pools, _, _ := Usages(cfg, views(all), (*nodeview.View).Disrupted)
 	if u := pools[0]; u.Nodes != 4 || u.Units != 2 || u.Disrupted != 1 || u.MaxUnavailable != 1 {
 		t.Errorf("tpu usage %+v, want 4 nodes in 2 units, 1 disrupted", u)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Path is where Alertmanager posts.
@@ -53,7 +53,7 @@ func NewHandler(logger *slog.Logger, sink Sink, maxBytes int64, users []string, 
 		maxBytes: maxBytes,
 		users:    map[string]bool{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "webhook_requests_total",
 			Help:      "Alertmanager webhook requests by HTTP status code (requests refused by the web config, 401, are not seen here).",
 		}, []string{"code"}),

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Version is the Alertmanager webhook payload version this receiver speaks.
@@ -48,7 +48,7 @@ func Decode(body []byte) (*Message, error) {
 // Trigger is an alert asking for an action on a node.
 type Trigger struct {
 	Node   string
-	Action nodestate.Action
+	Action nodeview.Action
 	// Firing is false for a resolved alert, which withdraws work that has not started.
 	Firing bool
 	// CanReschedule is the alert's can_reschedule label being "true".
@@ -86,7 +86,7 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 	if !ok {
 		return skip("no %s label", LabelAction)
 	}
-	action, ok := nodestate.ParseAction(actionLabel)
+	action, ok := nodeview.ParseAction(actionLabel)
 	if !ok {
 		return skip("%s %q is not an action (perform-maintenance, drain)", LabelAction, actionLabel)
 	}

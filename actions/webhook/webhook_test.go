@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 type recordingSink struct {
@@ -97,9 +97,9 @@ func TestHandlerAcceptsAlertmanagerPayload(t *testing.T) {
 	}
 	startsAt := time.Date(2025, 6, 7, 10, 0, 0, 0, time.UTC)
 	wantTriggers := []Trigger{
-		{Node: "gpu-node-1", Action: nodestate.PerformMaintenance, Firing: true, CanReschedule: true, StartsAt: startsAt, Fingerprint: "a1"},
-		{Node: "gpu-node-2", Action: nodestate.Drain, Firing: true, StartsAt: startsAt, Fingerprint: "a2"},
-		{Node: "gpu-node-4", Action: nodestate.Drain, Firing: false, StartsAt: startsAt, Fingerprint: "a4"},
+		{Node: "gpu-node-1", Action: nodeview.PerformMaintenance, Firing: true, CanReschedule: true, StartsAt: startsAt, Fingerprint: "a1"},
+		{Node: "gpu-node-2", Action: nodeview.Drain, Firing: true, StartsAt: startsAt, Fingerprint: "a2"},
+		{Node: "gpu-node-4", Action: nodeview.Drain, Firing: false, StartsAt: startsAt, Fingerprint: "a4"},
 	}
 	if len(sink.triggers) != len(wantTriggers) {
 		t.Fatalf("triggers %+v, want %+v", sink.triggers, wantTriggers)

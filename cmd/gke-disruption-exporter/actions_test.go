@@ -22,8 +22,8 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 func writePolicy(t *testing.T, content string) string {
@@ -74,7 +74,7 @@ func TestActionsCommand(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if r := nodestate.Read(n); r.Phase != nodestate.Done || r.CordonedBy != "actions-0" || !n.Spec.Unschedulable {
+		if r := nodeview.Of(n).Record; r.Phase != nodeview.Done || r.CordonedBy != "actions-0" || !n.Spec.Unschedulable {
 			return fmt.Errorf("state %q, cordoned by %q, unschedulable %v", r.Phase, r.CordonedBy, n.Spec.Unschedulable)
 		}
 		return nil
@@ -246,7 +246,7 @@ func TestActionsCommandReloadsPolicy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if r := nodestate.Read(n); r.Phase != nodestate.Done {
+		if r := nodeview.Of(n).Record; r.Phase != nodeview.Done {
 			return fmt.Errorf("state %q", r.Phase)
 		}
 		return nil

@@ -35,7 +35,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // The Cloud Monitoring metric and resource types read.
@@ -169,12 +169,12 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 		now:    time.Now,
 		jitter: rand.Float64,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "cloudmonitoring_requests_total",
 			Help:      "Cloud Monitoring ListTimeSeries calls (one per page), by metric type and gRPC code.",
 		}, []string{"metric", "code"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "cloudmonitoring_last_success_timestamp_seconds",
 			Help:      "When the latest listings of every metric and project had all succeeded, in seconds since the epoch.",
 		}),

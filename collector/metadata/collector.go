@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Config tunes the watch loops; zero fields take the defaults.
@@ -168,23 +168,23 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 		changed:    make(chan struct{}),
 		ready:      make(chan struct{}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace, Subsystem: "metadata", Name: "requests_total",
+			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "requests_total",
 			Help: "Requests to the metadata server by path and HTTP status (error: no answer).",
 		}, []string{"path", "code"}),
 		lastChange: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: collector.Namespace, Subsystem: "metadata", Name: "last_change_timestamp_seconds",
+			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "last_change_timestamp_seconds",
 			Help: "When the agent last saw the value of a path change, its first answer included.",
 		}, []string{"path"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: collector.Namespace, Subsystem: "metadata", Name: "last_success_timestamp_seconds",
+			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "last_success_timestamp_seconds",
 			Help: "When the metadata server last answered a request for a path (a hanging GET answers at least every timeout_sec).",
 		}, []string{"path"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace, Subsystem: "metadata", Name: "parse_errors_total",
+			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "parse_errors_total",
 			Help: "Metadata values that could not be read in full, counted once per value seen.",
 		}, []string{"path"}),
 		supported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: collector.Namespace, Subsystem: "metadata", Name: "path_supported",
+			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "path_supported",
 			Help: "Whether the metadata server serves a path (0 after a 404); absent before its first answer.",
 		}, []string{"path"}),
 	}

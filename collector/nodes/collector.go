@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // DefaultFailureGrace is how long list/watch may fail before the collector reports failure: long enough for an
@@ -58,12 +58,12 @@ func New(logger *slog.Logger, client kubernetes.Interface, reg prometheus.Regist
 		failureGrace: DefaultFailureGrace,
 		now:          time.Now,
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: collector.Namespace,
+			Namespace: nodeview.Namespace,
 			Name:      "node_label_parse_errors_total",
 			Help:      "Node label and annotation values that could not be read, counted once per value seen.",
 		}, []string{"label"}),
 		watchErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace:   collector.Namespace,
+			Namespace:   nodeview.Namespace,
 			Name:        "watch_errors_total",
 			Help:        "Failed list or watch requests and broken watches of the Kubernetes API.",
 			ConstLabels: prometheus.Labels{"resource": "nodes"},

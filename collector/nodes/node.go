@@ -3,6 +3,7 @@
 package nodes
 
 import (
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"strings"
 	"unicode/utf8"
 
@@ -52,14 +53,14 @@ func (r *record) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Name: r.name, ResourceVersion: r.resourceVersion}
 }
 
-// Transform is the informer transform: it renders a node into its record as it arrives, so the cache never holds
-// the object (status, images, managed fields, labels).
+// Transform is the informer transform: it reads a node and renders its view into its record as it arrives, so the
+// cache never holds the object (status, images, managed fields, labels).
 func Transform(obj any) (any, error) {
 	node, ok := obj.(*v1.Node)
 	if !ok {
 		return obj, nil // tombstones, and records already transformed, pass through
 	}
-	return render(node), nil
+	return render(nodeview.Of(node)), nil
 }
 
 // labelValue is a node label as a Prometheus label value; values that are not valid UTF-8 are dropped.

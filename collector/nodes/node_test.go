@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +22,7 @@ func annotated(n *v1.Node, annotations map[string]string) *v1.Node {
 }
 
 func renderText(n *v1.Node) (string, []parseError) {
-	r := render(n)
+	r := render(nodeview.Of(n))
 	return string(r.samples), r.bad
 }
 
@@ -108,14 +108,14 @@ func TestRender(t *testing.T) {
 		},
 		{
 			name: "opportunistic maintenance started by the actions service, until it is done",
-			node: withAnnotations(node("n1", nil), map[string]string{nodestate.AnnotationAction: "opportunistic-maintenance",
-				nodestate.AnnotationState: "maintenance-requested"}),
+			node: withAnnotations(node("n1", nil), map[string]string{nodeview.AnnotationAction: "opportunistic-maintenance",
+				nodeview.AnnotationState: "maintenance-requested"}),
 			want: "gke_node_opportunistic_maintenance_triggered{node=\"n1\"} 1\n",
 		},
 		{
 			name: "opportunistic maintenance of the actions service done",
-			node: withAnnotations(node("n1", nil), map[string]string{nodestate.AnnotationAction: "opportunistic-maintenance",
-				nodestate.AnnotationState: "done"}),
+			node: withAnnotations(node("n1", nil), map[string]string{nodeview.AnnotationAction: "opportunistic-maintenance",
+				nodeview.AnnotationState: "done"}),
 		},
 		{
 			name: "opportunistic maintenance disabled",
@@ -265,9 +265,9 @@ func TestTransformKeepsOnlyTheRecord(t *testing.T) {
 func TestStoreSetAndDelete(t *testing.T) {
 	s := newStore()
 	for _, name := range []string{"a", "b", "c"} {
-		s.set(render(node(name, map[string]string{gke.LabelPerformMaintenance: "true"})))
+		s.set(render(nodeview.Of(node(name, map[string]string{gke.LabelPerformMaintenance: "true"}))))
 	}
-	s.set(render(node("b", nil))) // b no longer requests maintenance
+	s.set(render(nodeview.Of(node("b", nil)))) // b no longer requests maintenance
 	s.delete("a")
 	s.delete("missing")
 

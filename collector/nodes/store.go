@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	v1 "k8s.io/api/core/v1"
@@ -66,11 +66,15 @@ var families = [numFamilies]collector.TextFamily{
 // maxRecordBytes bounds a node's samples so the family ends fit their uint16s; real nodes render a few hundred.
 const maxRecordBytes = math.MaxUint16
 
-// render turns a node into its record. Series are sparse: a signal's series exists only while the signal does.
-func render(node *v1.Node) *record {
-	r := &record{name: node.Name, resourceVersion: node.ResourceVersion}
-	name := node.Name
-	labels := node.Labels
+// render turns a node's view into its record. Series are sparse: a signal's series exists only while the signal
+// does.
+func render(v *nodeview.View) *record {
+	r := &record{name: v.Name, resourceVersion: v.ResourceVersion}
+	for _, u := range v.Unreadable {
+		r.bad = append(r.bad, parseError{key: u.Key, value: u.Value})
+	}
+	name := v.Name
+	labels := v.Labels
 	b := make([]byte, 0, 320)
 	end := func(f int) { r.ends[f] = uint16(len(b)) }
 
@@ -87,22 +91,12 @@ func render(node *v1.Node) *record {
 	)
 	end(familyInfo)
 
-	if v, ok := labels[gke.LabelScheduledMaintenanceTime]; ok {
-		if secs, ok := gke.ParseMaintenanceTime(v); ok {
-			b = collector.AppendSample(b, families[familyScheduledMaintenance].Name, float64(secs), "node", name)
-		} else {
-			r.bad = append(r.bad, parseError{key: gke.LabelScheduledMaintenanceTime, value: v})
-		}
+	if v.HasScheduled {
+		b = collector.AppendSample(b, families[familyScheduledMaintenance].Name, float64(v.Scheduled), "node", name)
 	}
 	end(familyScheduledMaintenance)
 
-	var upcoming gke.UpcomingMaintenance
-	if v, ok := node.Annotations[gke.AnnotationUpcomingMaintenance]; ok {
-		var err error
-		if upcoming, err = gke.ParseUpcomingMaintenance(v); err != nil {
-			r.bad = append(r.bad, parseError{key: gke.AnnotationUpcomingMaintenance, value: v})
-		}
-	}
+	upcoming := v.Upcoming
 	if upcoming.Announced {
 		b = collector.AppendSample(b, families[familyUpcomingInfo].Name, 1,
 			"can_reschedule", upcoming.CanReschedule.LabelValue(),
@@ -131,29 +125,31 @@ func render(node *v1.Node) *record {
 		b = collector.AppendSample(b, families[familyMaintenanceState].Name, 1, "node", name, "state", state)
 	}
 	end(familyMaintenanceState)
-	b = appendTaints(b, node, gke.TaintMaintenanceWindowStarted, familyMaintenanceWindowStarted)
+	b = appendTaints(b, name, v.MaintenanceWindowStarted, familyMaintenanceWindowStarted)
 	end(familyMaintenanceWindowStarted)
-	b = appendTaints(b, node, gke.TaintImpendingTermination, familyImpendingTermination)
+	b = appendTaints(b, name, v.ImpendingTermination, familyImpendingTermination)
 	end(familyImpendingTermination)
 
-	if labels[gke.LabelPerformMaintenance] == "true" {
+	if v.PerformMaintenanceRequested {
 		b = collector.AppendSample(b, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
 	}
 	end(familyPerformMaintenanceRequested)
-	if node.Spec.Unschedulable {
+	if v.Unschedulable {
 		b = collector.AppendSample(b, families[familyUnschedulable].Name, 1, "node", name)
 	}
 	end(familyUnschedulable)
-	if gke.OpportunisticTriggered(node.Annotations) || opportunisticByActions(node) {
+	// This project's actions service's opportunistic maintenance, started and not finished, counts too (its
+	// annotations, see actions/README.md), so the series covers pools GKE's own feature does not.
+	if v.OpportunisticTriggered || v.Record.Action == nodeview.OpportunisticMaintenance && v.Record.Active() {
 		b = collector.AppendSample(b, families[familyOpportunisticTriggered].Name, 1, "node", name)
 	}
 	end(familyOpportunisticTriggered)
-	if labels[gke.LabelOpportunisticDisable] == "true" {
+	if v.OpportunisticDisabled {
 		b = collector.AppendSample(b, families[familyOpportunisticDisabled].Name, 1, "node", name)
 	}
 	end(familyOpportunisticDisabled)
-	if hosts, ok := gke.TPUSliceHosts(labels); ok {
-		b = collector.AppendSample(b, families[familyTPUSliceHosts].Name, float64(hosts), "node", name)
+	if v.TPUSliceHosts > 0 {
+		b = collector.AppendSample(b, families[familyTPUSliceHosts].Name, float64(v.TPUSliceHosts), "node", name)
 	}
 	end(familyTPUSliceHosts)
 
@@ -169,12 +165,10 @@ func render(node *v1.Node) *record {
 	return r
 }
 
-// appendTaints appends a sample of family f for each taint with key, labelled by its effect.
-func appendTaints(b []byte, node *v1.Node, key string, f int) []byte {
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == key {
-			b = collector.AppendSample(b, families[f].Name, 1, "effect", string(taint.Effect), "node", node.Name)
-		}
+// appendTaints appends a sample of family f for each of a taint's effects.
+func appendTaints(b []byte, node string, effects []v1.TaintEffect, f int) []byte {
+	for _, effect := range effects {
+		b = collector.AppendSample(b, families[f].Name, 1, "effect", string(effect), "node", node)
 	}
 	return b
 }
@@ -235,13 +229,6 @@ func (s *store) count(r *record, delta int) {
 	}
 }
 
-// len is the number of nodes held.
-func (s *store) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.nodes)
-}
-
 // WriteText writes every family that has samples: a header, then each node's bytes.
 func (s *store) WriteText(w io.Writer) error {
 	s.mu.RLock()
@@ -262,11 +249,4 @@ func (s *store) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// opportunisticByActions reports opportunistic maintenance that this project's actions service started and has not
-// finished (its annotations, see actions/README.md), so the series covers pools GKE's own feature does not.
-func opportunisticByActions(node *v1.Node) bool {
-	r := nodestate.Read(node)
-	return r.Action == nodestate.OpportunisticMaintenance && r.Active()
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -96,7 +97,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 	c.nodesSink = &sink{
 		set: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
-				c.state.setNode(nodeFrom(n))
+				c.state.setNode(nodeFrom(nodeview.Of(n)))
 			}
 		},
 		del: func(obj any) {
@@ -108,7 +109,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 			nodes := make([]nodeInfo, 0, len(objs))
 			for _, obj := range objs {
 				if n, ok := obj.(*corev1.Node); ok {
-					nodes = append(nodes, nodeFrom(n))
+					nodes = append(nodes, nodeFrom(nodeview.Of(n)))
 				}
 			}
 			c.state.replaceNodes(nodes)

@@ -38,7 +38,7 @@ var families = [numFamilies]collector.TextFamily{
 type nodeInfo struct {
 	name string // the one copy of the name that pods on the node share
 	readiness.Node
-	maintenance   int64 // scheduled maintenance, epoch seconds; 0 when none
+	maintenance   int64 // pending maintenance (nodeview.Maintenance), epoch seconds; 0 when none
 	inMaintenance bool
 }
 

@@ -5,7 +5,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -31,16 +31,14 @@ func podFrom(p *corev1.Pod) (*podInput, bool) {
 	return in, keep
 }
 
-// nodeFrom is what the collector needs of a node, read with the gke package's parsers.
-func nodeFrom(n *corev1.Node) nodeInfo {
-	info := nodeInfo{name: n.Name}
-	info.Accelerated = gke.Accelerated(n.Labels)
-	info.Spot = gke.Spot(n.Labels)
-	info.WithoutMaintenanceNotice = info.Accelerated && readiness.NodeWithoutMaintenanceNotice(n.Status.NodeInfo.KubeletVersion)
-	if v, ok := n.Labels[gke.LabelScheduledMaintenanceTime]; ok {
-		info.maintenance, _ = gke.ParseMaintenanceTime(v)
+// nodeFrom is what the collector keeps of a node's view.
+func nodeFrom(v *nodeview.View) nodeInfo {
+	info := nodeInfo{name: v.Name, inMaintenance: v.InMaintenance}
+	info.Accelerated, info.Spot = v.Accelerated, v.Spot
+	info.WithoutMaintenanceNotice = info.Accelerated && readiness.NodeWithoutMaintenanceNotice(v.KubeletVersion)
+	if v.Maintenance.Pending() {
+		info.maintenance = v.Maintenance.Start().Unix()
 	}
-	info.inMaintenance = gke.MaintenanceState(n.Labels) != ""
 	return info
 }
 

@@ -8,11 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Budgets are the actions policy's budgets in use, counted by the actions service's own policy code over every
@@ -53,12 +51,12 @@ type PoolBudget struct {
 	MinAvailableLimit   *int   `json:"minAvailableLimit,omitempty"`
 }
 
-// budgetsOf counts as the actions service does: policy.Usages over all nodes, disrupted as nodestate.Disrupted
-// says, plus the room half-claimed groups reserve. A dry run's claims live in the service's memory and are not counted.
-func budgetsOf(p *Policy, nodes []*corev1.Node, now time.Time) *Budgets {
+// budgetsOf counts as the actions service does: policy.Usages over all nodes, disrupted as View.Disrupted says, plus
+// the room half-claimed groups reserve. A dry run's claims live in the service's memory and are not counted.
+func budgetsOf(p *Policy, nodes []*nodeview.View, now time.Time) *Budgets {
 	cfg := p.Config
-	reserved := nodestate.Reserved(nodes)
-	usages, unmatched, cluster := policy.Usages(cfg, nodes, func(n *corev1.Node) bool { return nodestate.Disrupted(n) || reserved(n) })
+	reserved := nodeview.Reserved(nodes)
+	usages, unmatched, cluster := policy.Usages(cfg, nodes, func(n *nodeview.View) bool { return n.Disrupted() || reserved(n) })
 	b := &Budgets{Source: p.Source, Paused: cfg.Paused, DryRun: p.DryRun(), WindowOpen: policy.InWindows(cfg.Windows, now),
 		Cluster: ClusterCap{Nodes: cluster.Nodes, Disrupted: cluster.Disrupted}, Pools: make([]PoolBudget, len(usages)),
 		UnmatchedNodes: unmatched}

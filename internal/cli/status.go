@@ -30,6 +30,7 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -109,62 +110,57 @@ func (s NodeStatus) Interesting() bool {
 	return s.MaintenanceStart != nil || len(s.GKEState) > 0 || s.ActionState != ""
 }
 
-// StatusOf reads one node with the gke package's and the actions service's parsers.
-func StatusOf(node *corev1.Node) NodeStatus {
-	s := NodeStatus{Node: node.Name, Pool: node.Labels[gke.LabelNodePool], GKEState: []string{}}
+// StatusOf is one node's row, from its view.
+func StatusOf(node *nodeview.View) NodeStatus {
+	s := NodeStatus{Node: node.Name, Pool: node.Pool, GKEState: []string{}}
 	s.Accelerator = node.Labels[gke.LabelAccelerator]
 	if s.Accelerator == "" {
 		s.Accelerator = node.Labels[gke.LabelTPUAccelerator]
 	}
-	if m := nodestate.PendingMaintenance(node); m.Pending() {
+	if m := node.Maintenance; m.Pending() {
 		start := m.Start()
-		s.MaintenanceStart, s.MaintenanceKey, s.CanReschedule = &start, m.Key(), m.CanReschedule
-		if raw, ok := node.Annotations[gke.AnnotationUpcomingMaintenance]; ok {
-			if u, _ := gke.ParseUpcomingMaintenance(raw); u.Announced {
-				s.WindowEnd, s.LatestWindowStart = timeOrNil(u.WindowEnd), timeOrNil(u.LatestWindowStart)
-			}
+		s.MaintenanceStart, s.MaintenanceKey = &start, m.Key()
+		if m.CanReschedule != gke.CanRescheduleUnknown {
+			s.CanReschedule = m.CanReschedule.String()
+		}
+		if u := node.Upcoming; u.Announced {
+			s.WindowEnd, s.LatestWindowStart = timeOrNil(u.WindowEnd), timeOrNil(u.LatestWindowStart)
 		}
 	}
-	s.inMaintenance = nodestate.InMaintenance(node)
-	if st := gke.MaintenanceState(node.Labels); st != "" {
+	s.inMaintenance = node.InMaintenance
+	if st := node.MaintenanceState; st != "" {
 		s.GKEState = append(s.GKEState, "active-node-maintenance="+st)
 	} else if s.inMaintenance {
 		s.GKEState = append(s.GKEState, "in-maintenance")
 	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == gke.TaintImpendingTermination {
-			s.GKEState = append(s.GKEState, "impending-termination")
-			break
-		}
+	if len(node.ImpendingTermination) > 0 {
+		s.GKEState = append(s.GKEState, "impending-termination")
 	}
-	if nodestate.PerformMaintenanceRequested(node) {
+	if node.PerformMaintenanceRequested {
 		s.GKEState = append(s.GKEState, "perform-maintenance-requested")
 	}
-	if node.Spec.Unschedulable {
+	if node.Unschedulable {
 		s.cordoned = true
 		s.GKEState = append(s.GKEState, "cordoned")
 	}
 	// Only nodes the actions service has worked on carry its state; a record of work for an earlier maintenance,
 	// finished and holding nothing, says nothing about now.
-	if _, ok := node.Annotations[nodestate.AnnotationState]; ok {
-		r := nodestate.Read(node)
-		if m := nodestate.PendingMaintenance(node); r.Active() || r.HoldsCordon() || m.Pending() && nodestate.Serves(r, m) {
+	if r := node.Record; r.Phase != "" {
+		if m := node.Maintenance; r.Active() || r.HoldsCordon() || m.Pending() && nodestate.Serves(r, m) {
 			s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
 			s.actionActive = r.Active()
 		}
 	}
-	if hosts, ok := gke.TPUSliceHosts(node.Labels); ok {
-		s.TPUSliceHosts = hosts
-	}
+	s.TPUSliceHosts = node.TPUSliceHosts
 	return s
 }
 
 // Statuses are the rows for nodes, sorted by maintenance start (none last), then name.
-func Statuses(nodes []*corev1.Node, all bool) []NodeStatus {
+func Statuses(nodes []*nodeview.View, all bool) []NodeStatus {
 	return rowsOf(statusesOf(nodes), all)
 }
 
-func statusesOf(nodes []*corev1.Node) []NodeStatus {
+func statusesOf(nodes []*nodeview.View) []NodeStatus {
 	out := make([]NodeStatus, len(nodes))
 	for i, n := range nodes {
 		out[i] = StatusOf(n)
@@ -249,12 +245,16 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	selected := snap.Nodes
+	views := make([]*nodeview.View, len(snap.Nodes))
+	for i, n := range snap.Nodes {
+		views[i] = nodeview.Of(n)
+	}
+	selected := views
 	if !sel.Empty() {
-		selected = make([]*corev1.Node, 0, len(snap.Nodes))
-		for _, n := range snap.Nodes {
-			if sel.Matches(labels.Set(n.Labels)) {
-				selected = append(selected, n)
+		selected = make([]*nodeview.View, 0, len(views))
+		for _, v := range views {
+			if sel.Matches(labels.Set(v.Labels)) {
+				selected = append(selected, v)
 			}
 		}
 	}
@@ -266,7 +266,7 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 	}
 	var budgets *Budgets
 	if snap.Policy != nil {
-		budgets = budgetsOf(snap.Policy, snap.Nodes, now)
+		budgets = budgetsOf(snap.Policy, views, now)
 	}
 	if opts.Output == OutputJSON {
 		enc := json.NewEncoder(w)

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 func edgeNode(name string, labels, annotations map[string]string) *corev1.Node {
@@ -82,10 +82,10 @@ func TestEdgeStatusPoolWithComma(t *testing.T) {
 // maintenance pending or in progress." never prints again.
 func TestEdgeStatusFinishedActionIsNotPending(t *testing.T) {
 	finished := edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve"}, map[string]string{
-		nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "done",
-		nodestate.AnnotationMaintenance: nodestate.LabelKey(epoch(-72 * time.Hour)),
-		nodestate.AnnotationFinishedAt:  now.Add(-70 * time.Hour).Format(time.RFC3339)})
-	if rows := Statuses([]*corev1.Node{finished}, false); len(rows) != 0 {
+		nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "done",
+		nodeview.AnnotationMaintenance: nodeview.LabelKey(epoch(-72 * time.Hour)),
+		nodeview.AnnotationFinishedAt:  now.Add(-70 * time.Hour).Format(time.RFC3339)})
+	if rows := Statuses([]*nodeview.View{nodeview.Of(finished)}, false); len(rows) != 0 {
 		t.Errorf("a node whose work finished days ago, with nothing pending, is a row: %+v", rows[0])
 	}
 }
@@ -95,8 +95,8 @@ func TestEdgeStatusFinishedActionIsNotPending(t *testing.T) {
 // so the table shows a line that is no node and shifts the columns after it.
 func TestEdgeStatusReasonBreaksTable(t *testing.T) {
 	failed := edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: epoch(time.Hour)},
-		map[string]string{nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "failed",
-			nodestate.AnnotationReason: "evicting serving/web-1: admission webhook \"guard\" denied the request:\n\tpod is protected"})
+		map[string]string{nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "failed",
+			nodeview.AnnotationReason: "evicting serving/web-1: admission webhook \"guard\" denied the request:\n\tpod is protected"})
 	other := edgeNode("gke-l4-1", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: epoch(2 * time.Hour)}, nil)
 	out, err := renderEdge(t, []*corev1.Node{failed, other}, StatusOptions{Output: OutputTable})
 	if err != nil {
@@ -181,8 +181,8 @@ func TestEdgeStatusEmptyClusterJSON(t *testing.T) {
 // (its work is keyed on the maintenance, nodestate.Serves says no). Wide does not show the record's key either.
 func TestEdgeStatusDoneForAnEarlierMaintenance(t *testing.T) {
 	n := edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: epoch(4 * time.Hour)},
-		map[string]string{nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "done",
-			nodestate.AnnotationMaintenance: nodestate.LabelKey(epoch(-7 * 24 * time.Hour))})
+		map[string]string{nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "done",
+			nodeview.AnnotationMaintenance: nodeview.LabelKey(epoch(-7 * 24 * time.Hour))})
 	for _, output := range []string{OutputTable, OutputWide} {
 		out, err := renderEdge(t, []*corev1.Node{n}, StatusOptions{Output: output})
 		if err != nil {
@@ -223,8 +223,8 @@ pools:
 	group := "gke-a3-0,gke-a3-1,gke-a3-2"
 	nodes := []*corev1.Node{
 		edgeNode("gke-a3-0", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, map[string]string{
-			nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "accepted", nodestate.AnnotationGroup: group,
-			nodestate.AnnotationMaintenance: nodestate.LabelKey(at)}),
+			nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "accepted", nodeview.AnnotationGroup: group,
+			nodeview.AnnotationMaintenance: nodeview.LabelKey(at)}),
 		edgeNode("gke-a3-1", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, nil),
 		edgeNode("gke-a3-2", map[string]string{gke.LabelNodePool: "a3-train", gke.LabelScheduledMaintenanceTime: at}, nil),
 		edgeNode("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: at}, nil),

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -48,14 +48,14 @@ func fleet() []*corev1.Node {
 			`","latest_window_start_time":"` + now.Add(96*time.Hour).Format(time.RFC3339) + `"}`})
 	requested := node("gke-l4-2", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelAccelerator: "nvidia-l4",
 		gke.LabelScheduledMaintenanceTime: epoch(72 * time.Hour), gke.LabelPerformMaintenance: "true"},
-		map[string]string{nodestate.AnnotationAction: "perform-maintenance", nodestate.AnnotationState: "maintenance-requested",
-			nodestate.AnnotationMaintenance: nodestate.LabelKey(epoch(72 * time.Hour))})
+		map[string]string{nodeview.AnnotationAction: "perform-maintenance", nodeview.AnnotationState: "maintenance-requested",
+			nodeview.AnnotationMaintenance: nodeview.LabelKey(epoch(72 * time.Hour))})
 	ongoing := node("gke-v5e-0", map[string]string{gke.LabelNodePool: "v5e-slice", gke.LabelTPUAccelerator: "tpu-v5-lite-podslice",
 		gke.LabelTPUTopology: "4x4", gke.LabelInstanceType: "ct5lp-hightpu-4t", gke.LabelActiveNodeMaintenance: "ONGOING"}, nil)
 	ongoing.Spec.Taints = []corev1.Taint{{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}}
 	done := node("gke-l4-0", map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelAccelerator: "nvidia-l4"},
-		map[string]string{nodestate.AnnotationAction: "drain", nodestate.AnnotationState: "done",
-			nodestate.AnnotationCordonedBy: "actions-0", nodestate.AnnotationMaintenance: nodestate.LabelKey(epoch(-time.Hour))})
+		map[string]string{nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "done",
+			nodeview.AnnotationCordonedBy: "actions-0", nodeview.AnnotationMaintenance: nodeview.LabelKey(epoch(-time.Hour))})
 	done.Spec.Unschedulable = true
 	quiet := node("gke-default-0", map[string]string{gke.LabelNodePool: "default"}, nil)
 	return []*corev1.Node{quiet, done, ongoing, requested, reschedulable, scheduled}
@@ -518,11 +518,11 @@ func TestStatusOfMalformed(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gke-l4-9",
 		Labels:      map[string]string{gke.LabelNodePool: "l4-serve", gke.LabelScheduledMaintenanceTime: "soon"},
 		Annotations: map[string]string{gke.AnnotationUpcomingMaintenance: "{not json"}}}
-	if s := StatusOf(n); s.Interesting() || s.MaintenanceStart != nil {
+	if s := StatusOf(nodeview.Of(n)); s.Interesting() || s.MaintenanceStart != nil {
 		t.Errorf("malformed signals: %+v, want nothing pending", s)
 	}
 	n.Spec.Unschedulable = true
-	if s := StatusOf(n); !s.Interesting() || len(s.GKEState) != 1 || s.GKEState[0] != "cordoned" {
+	if s := StatusOf(nodeview.Of(n)); !s.Interesting() || len(s.GKEState) != 1 || s.GKEState[0] != "cordoned" {
 		t.Errorf("cordoned node with malformed signals: %+v", s)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // Summary is what the demo shows while the story runs.
@@ -182,8 +182,8 @@ func (sum Summary) Render(w io.Writer, scale float64) {
 		}
 		n := sum.Nodes[ns.Name]
 		action := "-"
-		if a := n.Annotations[nodestate.AnnotationAction]; a != "" {
-			action = a + ": " + n.Annotations[nodestate.AnnotationState]
+		if a := n.Annotations[nodeview.AnnotationAction]; a != "" {
+			action = a + ": " + n.Annotations[nodeview.AnnotationState]
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ns.Name, ns.Pool, gke, action, nodeState(n))
 	}

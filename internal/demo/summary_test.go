@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 func TestSummaryRender(t *testing.T) {
@@ -25,7 +25,7 @@ func TestSummaryRender(t *testing.T) {
 			"gke-a": {
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      map[string]string{driver.LabelActiveMaintenance: "ONGOING", driver.LabelPerformMaintenance: "true"},
-					Annotations: map[string]string{nodestate.AnnotationAction: "perform-maintenance", nodestate.AnnotationState: "maintenance-requested"},
+					Annotations: map[string]string{nodeview.AnnotationAction: "perform-maintenance", nodeview.AnnotationState: "maintenance-requested"},
 				},
 				Spec:   corev1.NodeSpec{Unschedulable: true},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},

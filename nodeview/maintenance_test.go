@@ -1,4 +1,4 @@
-package nodestate
+package nodeview
 
 import (
 	"testing"
@@ -19,23 +19,24 @@ func TestPendingMaintenance(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		labels, annot map[string]string
-		key, resched  string
+		key           string
+		resched       gke.CanReschedule
 	}{
-		{"nothing", nil, nil, "", ""},
-		{"label", map[string]string{gke.LabelScheduledMaintenanceTime: "1764928800"}, nil, "scheduled/1764928800", ""},
-		{"label not epoch seconds", map[string]string{gke.LabelScheduledMaintenanceTime: "soon"}, nil, "", ""},
-		{"negative label", map[string]string{gke.LabelScheduledMaintenanceTime: "-5"}, nil, "", ""},
-		{"announced window", nil, map[string]string{gke.AnnotationUpcomingMaintenance: window}, "window/2025-12-05T10:00:00Z", "true"},
+		{"nothing", nil, nil, "", gke.CanRescheduleUnknown},
+		{"label", map[string]string{gke.LabelScheduledMaintenanceTime: "1764928800"}, nil, "scheduled/1764928800", gke.CanRescheduleUnknown},
+		{"label not epoch seconds", map[string]string{gke.LabelScheduledMaintenanceTime: "soon"}, nil, "", gke.CanRescheduleUnknown},
+		{"negative label", map[string]string{gke.LabelScheduledMaintenanceTime: "-5"}, nil, "", gke.CanRescheduleUnknown},
+		{"announced window", nil, map[string]string{gke.AnnotationUpcomingMaintenance: window}, "window/2025-12-05T10:00:00Z", gke.CanRescheduleTrue},
 		{"label wins the key, annotation gives can_reschedule", map[string]string{gke.LabelScheduledMaintenanceTime: "1764928800"},
-			map[string]string{gke.AnnotationUpcomingMaintenance: window}, "scheduled/1764928800", "true"},
-		{"boolean can_reschedule", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":false,"window_start_time":"2025-12-05T10:00:00Z"}`}, "window/2025-12-05T10:00:00Z", "false"},
-		{"garbage annotation", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{not json`}, "", ""},
-		{"empty object", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{}`}, "", ""},
-		{"ongoing is not pending", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"maintenance_status":"ONGOING","window_start_time":"2025-12-05T10:00:00Z"}`}, "", ""},
-		{"complete is not pending", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"maintenance_status":"COMPLETE","window_start_time":"2025-12-05T10:00:00Z"}`}, "", ""},
-		{"bad window time", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"window_start_time":"tomorrow"}`}, "", ""},
+			map[string]string{gke.AnnotationUpcomingMaintenance: window}, "scheduled/1764928800", gke.CanRescheduleTrue},
+		{"boolean can_reschedule", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":false,"window_start_time":"2025-12-05T10:00:00Z"}`}, "window/2025-12-05T10:00:00Z", gke.CanRescheduleFalse},
+		{"garbage annotation", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{not json`}, "", gke.CanRescheduleUnknown},
+		{"empty object", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{}`}, "", gke.CanRescheduleUnknown},
+		{"ongoing is not pending", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"maintenance_status":"ONGOING","window_start_time":"2025-12-05T10:00:00Z"}`}, "", gke.CanRescheduleUnknown},
+		{"complete is not pending", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"maintenance_status":"COMPLETE","window_start_time":"2025-12-05T10:00:00Z"}`}, "", gke.CanRescheduleUnknown},
+		{"bad window time", nil, map[string]string{gke.AnnotationUpcomingMaintenance: `{"window_start_time":"tomorrow"}`}, "", gke.CanRescheduleUnknown},
 	} {
-		m := PendingMaintenance(nodeWith(tc.labels, tc.annot))
+		m := Of(nodeWith(tc.labels, tc.annot)).Maintenance
 		if m.Key() != tc.key || m.CanReschedule != tc.resched {
 			t.Errorf("%s: key %q can_reschedule %q, want %q %q", tc.name, m.Key(), m.CanReschedule, tc.key, tc.resched)
 		}

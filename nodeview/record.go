@@ -1,15 +1,8 @@
-// Package nodestate reads what GKE and this service have written on a Node: GKE's maintenance labels, taint and
-// annotation, readiness, and the service's own progress annotations. The annotations are the service's only memory,
-// so Alertmanager repeats, restarts and a change of leader never act twice and interrupted work resumes.
-package nodestate
+package nodeview
 
 import (
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Prefix is the project-owned annotation prefix.
@@ -108,9 +101,9 @@ type Record struct {
 	FinishedAt      time.Time
 }
 
-// Read returns the node's record; unreadable times read as zero.
-func Read(node *corev1.Node) Record {
-	a := node.Annotations
+// ReadRecord reads the service's annotations; unreadable times read as zero. The annotations are the service's only
+// memory, so Alertmanager repeats, restarts and a change of leader never act twice and interrupted work resumes.
+func ReadRecord(a map[string]string) Record {
 	r := Record{
 		Action:          Action(a[AnnotationAction]),
 		Phase:           Phase(a[AnnotationState]),
@@ -161,62 +154,5 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-// InMaintenance reports GKE maintenance under way: label active-node-maintenance (any value: ONGOING, terminating,
-// passthrough, …), the impending-termination taint, or GKE's upcoming-maintenance annotation saying ONGOING.
-func InMaintenance(node *corev1.Node) bool {
-	if v := node.Labels[gke.LabelActiveNodeMaintenance]; v != "" || announcedOngoing(node) {
-		return true
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == gke.TaintImpendingTermination {
-			return true
-		}
-	}
-	return false
-}
-
-// PerformMaintenanceRequested reports label perform-maintenance=true.
-func PerformMaintenanceRequested(node *corev1.Node) bool {
-	return node.Labels[gke.LabelPerformMaintenance] == "true"
-}
-
-// Ready reports the Ready condition True.
-func Ready(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// Labels are the GKE node labels this package reads.
-var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
-	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
-
-// Annotations are GKE's node annotations this package reads.
-var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig}
-
 // OwnAnnotation reports whether an annotation key is one of this service's.
 func OwnAnnotation(key string) bool { return strings.HasPrefix(key, Prefix) }
-
-// Disrupted reports a node that counts against disruption budgets: cordoned, in GKE maintenance, perform-maintenance
-// requested, not Ready, or being acted on by this service.
-func Disrupted(node *corev1.Node) bool {
-	return node.Spec.Unschedulable || InMaintenance(node) || PerformMaintenanceRequested(node) || !Ready(node) ||
-		Phase(node.Annotations[AnnotationState]).Active()
-}
-
-// Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts
-// against budgets until the group is complete.
-func Reserved(all []*corev1.Node) func(*corev1.Node) bool {
-	reserved := map[string]bool{}
-	for _, n := range all {
-		if r := Read(n); r.Phase == Accepted {
-			for _, member := range r.Group {
-				reserved[member] = true
-			}
-		}
-	}
-	return func(n *corev1.Node) bool { return reserved[n.Name] }
-}

@@ -1,11 +1,9 @@
-package nodestate
+package nodeview
 
 import (
 	"strconv"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
@@ -17,9 +15,12 @@ type Maintenance struct {
 	Label string
 	// WindowStart is the announced window's start (zero when not announced).
 	WindowStart time.Time
-	// CanReschedule is GKE's word on the annotation: "true", "false" or "" (unknown).
-	CanReschedule string
+	// CanReschedule is GKE's word on the annotation; unknown without one.
+	CanReschedule gke.CanReschedule
 }
+
+// Reschedulable reports GKE's word that the maintenance can be started early on request (perform-maintenance).
+func (m Maintenance) Reschedulable() bool { return m.CanReschedule == gke.CanRescheduleTrue }
 
 // LabelKey is the Key of a maintenance known by its scheduled-maintenance-time label value.
 func LabelKey(v string) string { return "scheduled/" + v }
@@ -71,43 +72,21 @@ func (m Maintenance) Serves(key string) bool {
 	return m.Label == "" && m.WindowStart.Equal(at)
 }
 
-// PendingMaintenance reads the maintenance announced on the node and not yet started. A malformed label announces
-// nothing; of a malformed annotation only the fields that read are used (gke.ParseUpcomingMaintenance).
-func PendingMaintenance(node *corev1.Node) Maintenance {
-	var m Maintenance
-	if v := node.Labels[gke.LabelScheduledMaintenanceTime]; v != "" {
-		if _, ok := gke.ParseMaintenanceTime(v); ok {
-			m.Label = v
-		}
-	}
-	if u, ok := announcement(node); ok {
+// pendingMaintenance is the maintenance announced and not yet started: the scheduled-maintenance-time label (a
+// malformed one announces nothing), else the announced window while GKE says it is PENDING (or does not say). Of a
+// malformed annotation only the fields that read are used (gke.ParseUpcomingMaintenance).
+func pendingMaintenance(scheduled string, u gke.UpcomingMaintenance) Maintenance {
+	m := Maintenance{Label: scheduled}
+	if u.Announced {
 		switch strings.ToUpper(u.Status) {
 		case "", "PENDING", "UNKNOWN", "MAINTENANCE_STATUS_UNKNOWN":
 			if !u.WindowStart.IsZero() {
 				m.WindowStart = u.WindowStart.UTC().Truncate(time.Second) // keys and labels are whole seconds
 			}
-			if u.CanReschedule != gke.CanRescheduleUnknown {
-				m.CanReschedule = u.CanReschedule.String()
-			}
+			m.CanReschedule = u.CanReschedule
 		}
 	}
 	return m
-}
-
-// announcement is GKE's upcoming-maintenance annotation, when it announces anything.
-func announcement(node *corev1.Node) (gke.UpcomingMaintenance, bool) {
-	raw := node.Annotations[gke.AnnotationUpcomingMaintenance]
-	if raw == "" {
-		return gke.UpcomingMaintenance{}, false
-	}
-	u, _ := gke.ParseUpcomingMaintenance(raw)
-	return u, u.Announced
-}
-
-// announcedOngoing reports GKE's maintenance handler saying the announced maintenance has started.
-func announcedOngoing(node *corev1.Node) bool {
-	u, ok := announcement(node)
-	return ok && strings.EqualFold(u.Status, "ONGOING")
 }
 
 // KeyStart is when the maintenance a Key names was due.

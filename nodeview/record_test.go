@@ -1,4 +1,4 @@
-package nodestate
+package nodeview
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ func TestReadRoundTrip(t *testing.T) {
 		AnnotationMaintenance:     LabelKey("1750000000"),
 		AnnotationGroup:           "a,b,c",
 	}}}
-	r := Read(node)
+	r := ReadRecord(node.Annotations)
 	if r.Action != Drain || r.Phase != Draining || r.CordonedBy != "replica-a" || !r.AcceptedAt.Equal(at) || !r.MaintenanceSeen {
 		t.Errorf("record %+v", r)
 	}
@@ -57,9 +57,7 @@ func TestParseAction(t *testing.T) {
 // TestReadLegacyMaintenance: work recorded by earlier releases (the label's value in scheduled-maintenance-time)
 // keeps its maintenance.
 func TestReadLegacyMaintenance(t *testing.T) {
-	r := Read(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		Prefix + "scheduled-maintenance-time": "1750000000",
-	}}})
+	r := ReadRecord(map[string]string{Prefix + "scheduled-maintenance-time": "1750000000"})
 	if r.Maintenance != LabelKey("1750000000") {
 		t.Errorf("maintenance %q", r.Maintenance)
 	}

@@ -1,0 +1,159 @@
+// Package nodeview is the Node as this project reads it: GKE's labels, taints and annotations (spelled and parsed
+// by package gke) and this service's own annotations, read once per informer event into a View. The collectors,
+// the actions service and the CLI all read Views, so "in maintenance", "pending maintenance" and "reschedulable"
+// have one definition each and every series, decision and status line agrees on a node.
+package nodeview
+
+import (
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+)
+
+// Namespace prefixes the project's own series (self-monitoring and the actions service's).
+const Namespace = "gke_disruption"
+
+// View is one Node as read. It shares the node's label map and strings, and keeps nothing else of it.
+type View struct {
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+	// Created is the node's creation time.
+	Created time.Time
+	// Deleting: the node has a deletion timestamp.
+	Deleting bool
+	// Labels are the node's labels, for what matches on them (policy pool selectors, info series).
+	Labels map[string]string
+	Pool   string
+	// Accelerated: a GPU or TPU node. Spot: a Spot or preemptible node.
+	Accelerated, Spot bool
+	// KubeletVersion tells whether GKE labels the node with its maintenance (gke.MaintenanceNoticeVersion).
+	KubeletVersion string
+	// TPUSliceHosts is the VM count of the node's TPU slice (0 when not known); above 1 a multi-host slice.
+	TPUSliceHosts int
+
+	// Scheduled is the scheduled-maintenance-time label in epoch seconds, when it reads.
+	Scheduled    int64
+	HasScheduled bool
+	// Upcoming is GKE's upcoming-maintenance annotation as read (zero when nothing is announced).
+	Upcoming gke.UpcomingMaintenance
+	// MaintenanceState is the active-node-maintenance label lower-cased ("" when absent).
+	MaintenanceState string
+	// Maintenance is the maintenance announced and not yet started.
+	Maintenance Maintenance
+	// InMaintenance: GKE maintenance is under way. The label active-node-maintenance (any value: ONGOING,
+	// terminating, passthrough, …), the impending-termination taint, or GKE's upcoming-maintenance annotation
+	// saying ONGOING.
+	InMaintenance bool
+	// PerformMaintenanceRequested: label perform-maintenance=true.
+	PerformMaintenanceRequested bool
+	// MaintenanceWindowStarted and ImpendingTermination are the effects of GKE's taints of those names.
+	MaintenanceWindowStarted []corev1.TaintEffect
+	ImpendingTermination     []corev1.TaintEffect
+	Unschedulable            bool
+	// Ready: the Ready condition is True.
+	Ready bool
+	// OpportunisticTriggered: GKE's annotation says its opportunistic maintenance was triggered.
+	OpportunisticTriggered bool
+	// OpportunisticConfigured: the pool is configured for GKE's own opportunistic maintenance.
+	OpportunisticConfigured bool
+	// OpportunisticDisabled: label opportunistic-disable=true.
+	OpportunisticDisabled bool
+	// Record is this service's annotations.
+	Record Record
+	// Unreadable are the GKE values that did not read (a label or annotation key and its value).
+	Unreadable []Unreadable
+}
+
+// Unreadable is a GKE label or annotation whose value could not be read.
+type Unreadable struct{ Key, Value string }
+
+// Of reads a node.
+func Of(node *corev1.Node) *View {
+	labels := node.Labels
+	v := &View{
+		Name:                        node.Name,
+		UID:                         node.UID,
+		ResourceVersion:             node.ResourceVersion,
+		Created:                     node.CreationTimestamp.Time,
+		Deleting:                    node.DeletionTimestamp != nil,
+		Labels:                      labels,
+		Pool:                        labels[gke.LabelNodePool],
+		KubeletVersion:              node.Status.NodeInfo.KubeletVersion,
+		Accelerated:                 gke.Accelerated(labels),
+		Spot:                        gke.Spot(labels),
+		MaintenanceState:            gke.MaintenanceState(labels),
+		PerformMaintenanceRequested: labels[gke.LabelPerformMaintenance] == "true",
+		Unschedulable:               node.Spec.Unschedulable,
+		OpportunisticTriggered:      gke.OpportunisticTriggered(node.Annotations),
+		OpportunisticConfigured:     node.Annotations[gke.AnnotationOpportunisticConfig] != "",
+		OpportunisticDisabled:       labels[gke.LabelOpportunisticDisable] == "true",
+		Record:                      ReadRecord(node.Annotations),
+	}
+	if hosts, ok := gke.TPUSliceHosts(labels); ok {
+		v.TPUSliceHosts = hosts
+	}
+	scheduled := ""
+	if raw, ok := labels[gke.LabelScheduledMaintenanceTime]; ok {
+		if v.Scheduled, v.HasScheduled = gke.ParseMaintenanceTime(raw); v.HasScheduled {
+			scheduled = raw
+		} else {
+			v.Unreadable = append(v.Unreadable, Unreadable{gke.LabelScheduledMaintenanceTime, raw})
+		}
+	}
+	if raw, ok := node.Annotations[gke.AnnotationUpcomingMaintenance]; ok {
+		var err error
+		if v.Upcoming, err = gke.ParseUpcomingMaintenance(raw); err != nil {
+			v.Unreadable = append(v.Unreadable, Unreadable{gke.AnnotationUpcomingMaintenance, raw})
+		}
+	}
+	v.Maintenance = pendingMaintenance(scheduled, v.Upcoming)
+	for _, t := range node.Spec.Taints {
+		switch t.Key {
+		case gke.TaintMaintenanceWindowStarted:
+			v.MaintenanceWindowStarted = append(v.MaintenanceWindowStarted, t.Effect)
+		case gke.TaintImpendingTermination:
+			v.ImpendingTermination = append(v.ImpendingTermination, t.Effect)
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			v.Ready = c.Status == corev1.ConditionTrue
+			break
+		}
+	}
+	v.InMaintenance = v.MaintenanceState != "" || len(v.ImpendingTermination) > 0 ||
+		v.Upcoming.Announced && strings.EqualFold(v.Upcoming.Status, "ONGOING")
+	return v
+}
+
+// Disrupted reports a node that counts against disruption budgets: cordoned, in GKE maintenance, perform-maintenance
+// requested, not Ready, or being acted on by this service.
+func (v *View) Disrupted() bool {
+	return v.Unschedulable || v.InMaintenance || v.PerformMaintenanceRequested || !v.Ready || v.Record.Active()
+}
+
+// Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts
+// against budgets until the group is complete.
+func Reserved(all []*View) func(*View) bool {
+	reserved := map[string]bool{}
+	for _, v := range all {
+		if v.Record.Phase == Accepted {
+			for _, member := range v.Record.Group {
+				reserved[member] = true
+			}
+		}
+	}
+	return func(v *View) bool { return reserved[v.Name] }
+}
+
+// Labels are the GKE node labels the actions service reads.
+var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
+	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
+
+// Annotations are GKE's node annotations the actions service reads.
+var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig}
