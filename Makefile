@@ -38,6 +38,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$$(tools/build.sh staticcheck) ./...
 
 # bench runs the benchmarks and prints them as a table.
 bench: tools

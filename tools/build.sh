@@ -9,6 +9,7 @@ case $name in
   etcd)           dir=kubernetes; mod=go.etcd.io/etcd/server/v3; pkg=go.etcd.io/etcd/server/v3 ;;
   prometheus)     dir=prometheus; mod=github.com/prometheus/prometheus; pkg=github.com/prometheus/prometheus/cmd/prometheus ;;
   promtool)       dir=prometheus; mod=github.com/prometheus/prometheus; pkg=github.com/prometheus/prometheus/cmd/promtool ;;
+  staticcheck)    dir=staticcheck; mod=honnef.co/go/tools; pkg=honnef.co/go/tools/cmd/staticcheck ;;
   alertmanager)   dir=alertmanager; mod=github.com/prometheus/alertmanager; pkg=github.com/prometheus/alertmanager/cmd/alertmanager ;;
   *) echo "tools/build.sh: unknown tool $name" >&2; exit 2 ;;
 esac

@@ -34,8 +34,9 @@ const fieldManager = "gke-disruption-exporter-actions"
 // Defaults for Options left zero.
 const (
 	DefaultRequeueInterval = 30 * time.Second
-	DefaultPendingTTL      = 24 * time.Hour
 	defaultWorkers         = 4
+	// pendingTTL drops a live alert that has not been received again for this long.
+	pendingTTL = 24 * time.Hour
 )
 
 // Options configure an Executor.
@@ -52,9 +53,7 @@ type Options struct {
 	Self types.NamespacedName
 	// RequeueInterval is how often waiting work is evaluated again when no node changes (for windows opening).
 	RequeueInterval time.Duration
-	// PendingTTL drops a live alert that has not been received again for this long.
-	PendingTTL time.Duration
-	Registerer prometheus.Registerer
+	Registerer      prometheus.Registerer
 }
 
 // liveAlert is the latest firing alert for a node.
@@ -114,9 +113,6 @@ type Executor struct {
 func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	if opts.RequeueInterval == 0 {
 		opts.RequeueInterval = DefaultRequeueInterval
-	}
-	if opts.PendingTTL == 0 {
-		opts.PendingTTL = DefaultPendingTTL
 	}
 	e := &Executor{
 		logger:    logger,

@@ -79,11 +79,6 @@ func usesAny(used []corev1.ResourceName, accelerators []string) bool {
 	return false
 }
 
-// usesAccelerator reports a bound, unfinished pod using one of the policy's accelerator resources.
-func (t *idleTracker) usesAccelerator(pod *corev1.Pod) bool {
-	return usesAny(extendedResources(pod), t.resources())
-}
-
 // observe records a pod's state; a nil pod is one deleted.
 func (t *idleTracker) observe(uid types.UID, pod *corev1.Pod) {
 	t.mu.Lock()

@@ -55,7 +55,7 @@ func TestIdleTrackerUsesAccelerator(t *testing.T) {
 		{"CPU only", podOn("n", corev1.PodRunning, func(p *corev1.Pod) { p.Spec.Containers[0].Resources = requests("cpu") }), false},
 	} {
 		stripped, _ := stripPod(tc.pod)
-		if got := tr.usesAccelerator(stripped.(*corev1.Pod)); got != tc.want {
+		if got := usesAny(extendedResources(stripped.(*corev1.Pod)), tr.resources()); got != tc.want {
 			t.Errorf("%s: uses accelerator %v, want %v", tc.name, got, tc.want)
 		}
 	}

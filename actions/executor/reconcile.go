@@ -117,12 +117,12 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	t := a.trigger
 	rec, m := node.Record, node.Maintenance
 	log := e.logger.With("node", node.Name, "action", t.Action, "maintenance", m.Key())
-	if time.Since(a.lastSeen) > e.opts.PendingTTL {
+	if time.Since(a.lastSeen) > pendingTTL {
 		e.dropAlert(node.Name, t)
 		if a.waitCode != "" {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
 		}
-		log.Info("dropping alert: it was not received again", "ttl", e.opts.PendingTTL)
+		log.Info("dropping alert: it was not received again", "ttl", pendingTTL)
 		return 0, nil
 	}
 	if nodestate.Serves(rec, m) || (e.dryRun() && e.simulatedServes(node)) {
@@ -206,7 +206,7 @@ func (e *Executor) members(node *nodeview.View, req policy.Request, scope []*nod
 			continue
 		}
 		m := n.Maintenance
-		if a, ok := e.liveAlert(n.Name); ok && time.Since(a.lastSeen) <= e.opts.PendingTTL {
+		if a, ok := e.liveAlert(n.Name); ok && time.Since(a.lastSeen) <= pendingTTL {
 			if a.trigger.Action != req.Action || (req.Action.Requests() && !a.trigger.CanReschedule && !m.Reschedulable()) {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -81,7 +82,7 @@ type state struct {
 	event          string
 	preemptedKnown bool
 	preempted      bool
-	upcoming       *upcomingMaintenance
+	upcoming       gke.UpcomingMaintenance
 }
 
 // watchedPath is one metadata key and how its answers change the state. apply with ok false clears what the path
@@ -113,12 +114,12 @@ var watchedPaths = []watchedPath{
 		return err
 	}},
 	{name: pathUpcomingMaintenance, optional: true, apply: func(s *state, body string, ok bool) error {
-		s.upcoming = nil
+		s.upcoming = gke.UpcomingMaintenance{}
 		if !ok {
 			return nil
 		}
-		m, err := parseUpcomingMaintenance(body)
-		s.upcoming = m
+		var err error
+		s.upcoming, err = gke.ParseUpcomingMaintenance(body)
 		return err
 	}},
 	{name: pathPreempted, apply: func(s *state, body string, ok bool) error {
@@ -236,9 +237,9 @@ func (c *Collector) Update(ch chan<- prometheus.Metric) error {
 		}
 		ch <- prometheus.MustNewConstMetric(preemptedDesc, prometheus.GaugeValue, v, c.node)
 	}
-	if m := s.upcoming; m != nil {
+	if m := s.upcoming; m.Announced {
 		ch <- prometheus.MustNewConstMetric(upcomingInfoDesc, prometheus.GaugeValue, 1,
-			c.node, m.Type, m.Status, m.CanReschedule, m.Reasons)
+			c.node, m.Type, m.Status, m.CanReschedule.LabelValue(), m.JoinedReasons())
 		for desc, t := range map[*prometheus.Desc]time.Time{
 			windowStartDesc:       m.WindowStart,
 			windowEndDesc:         m.WindowEnd,

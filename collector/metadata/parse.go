@@ -3,7 +3,6 @@ package metadata
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
@@ -31,38 +30,6 @@ func parsePreempted(body string) (bool, error) {
 	default:
 		return false, fmt.Errorf("preempted %s is neither TRUE nor FALSE", quote(v))
 	}
-}
-
-// upcomingMaintenance is what the series need of instance/upcoming-maintenance. Zero times are absent or
-// unreadable ones.
-type upcomingMaintenance struct {
-	Type              string
-	Status            string
-	CanReschedule     string // "true" or "false"
-	Reasons           string // sorted, comma-joined
-	WindowStart       time.Time
-	WindowEnd         time.Time
-	LatestWindowStart time.Time
-}
-
-// parseUpcomingMaintenance reads instance/upcoming-maintenance with gke.ParseUpcomingMaintenance (the node
-// annotation carries the same document). With nothing scheduled it returns nil and no error; a document that is
-// not a JSON object returns nil and an error; otherwise the maintenance, and an error naming each field it could not
-// read.
-func parseUpcomingMaintenance(body string) (*upcomingMaintenance, error) {
-	m, err := gke.ParseUpcomingMaintenance(body)
-	if !m.Announced {
-		return nil, err
-	}
-	return &upcomingMaintenance{
-		Type:              m.Type,
-		Status:            m.Status,
-		CanReschedule:     m.CanReschedule.LabelValue(),
-		Reasons:           m.JoinedReasons(),
-		WindowStart:       m.WindowStart,
-		WindowEnd:         m.WindowEnd,
-		LatestWindowStart: m.LatestWindowStart,
-	}, err
 }
 
 // isEnum accepts what an enum value of the metadata server can look like (gke.IsEnumValue).

@@ -50,7 +50,7 @@ const (
 type Options struct {
 	// Now is the simulator's clock; nil means time.Now. Visibility of points is judged by it.
 	Now func() time.Time
-	// Delay is how long after its end time a point becomes visible (GKE: up to about 150 s). SetDelay changes it.
+	// Delay is how long after its end time a point becomes visible (GKE: up to about 150 s).
 	Delay time.Duration
 	// SamplePeriod aligns points' end times: an interruption counts in the sample ending at the first period
 	// boundary at or after it. 0 means DefaultSamplePeriod.
@@ -133,13 +133,6 @@ func New(opts Options) *Server {
 		s.maxPageSize = MaxPageSize
 	}
 	return s
-}
-
-// SetDelay changes the visibility delay of points recorded from now on.
-func (s *Server) SetDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay = d
 }
 
 // Fail makes the next n ListTimeSeries calls fail with code, before any other handling. A negative n fails every
