@@ -39,10 +39,6 @@ func TestSafety(t *testing.T) {
 	t.Run("OnlyTheLeaderIsReady", func(t *testing.T) { testOnlyLeaderReady(t, api) })
 }
 
-func scheduledAt(v string) func(*corev1.Node) {
-	return func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = v }
-}
-
 func (c *cluster) moveMaintenance(name, v string) {
 	c.t.Helper()
 	c.updateNode(name, "GKE moving the maintenance", func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = v })

@@ -112,7 +112,7 @@ func buildBinary(b *testing.B) string {
 	b.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		b.Fatalf("building the binary needs the go command on PATH: %v", err)
 	}
 	bin := filepath.Join(b.TempDir(), "gke-disruption-exporter")
 	build := exec.Command(goTool, "build", "-o", bin, "github.com/gke-disruption-exporter/gke-disruption-exporter/cmd/gke-disruption-exporter")

@@ -423,7 +423,7 @@ func TestMetadataServerRestart(t *testing.T) {
 			}
 		}
 	}
-	sim, stop := serve(l)
+	_, stop := serve(l)
 	a := startAgent(t, testConfig)
 	expectGolden(t, a, "healthy")
 	stop()
@@ -434,7 +434,7 @@ func TestMetadataServerRestart(t *testing.T) {
 	if l, err = net.Listen("tcp", addr); err != nil {
 		t.Fatalf("listening again on %s: %v", addr, err)
 	}
-	sim, stop = serve(l)
+	sim, stop := serve(l)
 	defer stop()
 	sim.StartMaintenance()
 	expectGolden(t, a, "terminate")
