@@ -69,6 +69,7 @@ type Service struct {
 	executor    *executor.Executor
 	webhook     *webhook.Handler
 	broadcaster record.EventBroadcaster
+	fence       *leaseFence
 }
 
 // New builds the service; Run runs it and Webhook serves Alertmanager.
@@ -89,15 +90,18 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 		opts.MaxRequestBytes = webhook.DefaultMaxRequestBytes
 	}
 	broadcaster := record.NewBroadcaster()
+	fence := &leaseFence{}
 	exec, err := executor.New(logger, executor.Options{
 		Config:          opts.Config,
 		DryRun:          opts.DryRun,
 		Client:          opts.Client,
 		Recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: opts.Identity}),
 		Identity:        opts.Identity,
+		Owner:           opts.LeaseNamespace + "/" + opts.LeaseName,
 		Self:            opts.Self,
 		RequeueInterval: opts.RequeueInterval,
 		Registerer:      opts.Registerer,
+		Fence:           fence.held,
 	})
 	if err != nil {
 		return nil, err
@@ -106,7 +110,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster}, nil
+	return &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster, fence: fence}, nil
 }
 
 // Webhook is the handler for webhook.Path.
@@ -133,10 +137,14 @@ func (s *Service) Run(ctx context.Context) error {
 	go func() { s.executor.Run(ctx); close(informerDone) }()
 	defer func() { <-informerDone }()
 
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: s.opts.LeaseNamespace, Name: s.opts.LeaseName},
-		Client:     s.opts.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity},
+	lock := &fencedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: s.opts.LeaseNamespace, Name: s.opts.LeaseName},
+			Client:     s.opts.Client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity},
+		},
+		fence:    s.fence,
+		validity: s.opts.RenewDeadline,
 	}
 	s.logger.Info("campaigning for leadership", "lease", s.opts.LeaseNamespace+"/"+s.opts.LeaseName, "identity", s.opts.Identity)
 	for ctx.Err() == nil {
@@ -186,6 +194,7 @@ func (s *Service) campaign(ctx context.Context, lock resourcelock.Interface) err
 		return fmt.Errorf("leader election: %w", err)
 	}
 	elector.Run(ctx)
+	s.fence.revoke()
 	mu.Lock()
 	over = true
 	t := term

@@ -71,11 +71,13 @@ type replica struct {
 }
 
 type replicaOpts struct {
-	identity  string
-	lease     string
-	webConfig string // exporter-toolkit web config file
-	self      types.NamespacedName
-	dryRun    bool
+	identity string
+	lease    string
+	// leaseNamespace holds the Lease (default: default); instances differ by Lease.
+	leaseNamespace string
+	webConfig      string // exporter-toolkit web config file
+	self           types.NamespacedName
+	dryRun         bool
 	// wrapTransport, when set, wraps the replica's API client transport (fault injection).
 	wrapTransport func(http.RoundTripper) http.RoundTripper
 }
@@ -129,6 +131,7 @@ func startReplica(t *testing.T, api *testenv.APIServer, policy string, o replica
 		Identity:        o.identity,
 		Self:            o.self,
 		LeaseName:       o.lease,
+		LeaseNamespace:  o.leaseNamespace,
 		LeaseDuration:   3 * time.Second,
 		RenewDeadline:   2 * time.Second,
 		RetryPeriod:     500 * time.Millisecond,

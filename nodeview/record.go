@@ -18,6 +18,9 @@ const (
 	AnnotationReason = Prefix + "reason"
 	// AnnotationClaimedBy is the replica that claimed the node.
 	AnnotationClaimedBy = Prefix + "claimed-by"
+	// AnnotationOwner is the instance that owns the work: its Lease, as namespace/name. Only that instance acts on
+	// the work, unless its Lease has expired (the instance is gone).
+	AnnotationOwner = Prefix + "owner"
 	// AnnotationAcceptedAt is when the node was claimed (RFC 3339).
 	AnnotationAcceptedAt = Prefix + "accepted-at"
 	// AnnotationDrainStartedAt is when the drain began; the drain timeout counts from here across restarts.
@@ -34,6 +37,9 @@ const (
 	AnnotationCordonedBy = Prefix + "cordoned-by"
 	// AnnotationMaintenanceSeen records that GKE maintenance was observed on the node after the claim.
 	AnnotationMaintenanceSeen = Prefix + "maintenance-seen"
+	// AnnotationRequestedAt is when perform-maintenance was requested; performMaintenance.startDeadline counts from
+	// here.
+	AnnotationRequestedAt = Prefix + "requested-at"
 	// AnnotationFinishedAt is when the action reached done or failed.
 	AnnotationFinishedAt = Prefix + "finished-at"
 	// AnnotationOpportunistic marks perform-maintenance requested by the opportunistic loop rather than an alert.
@@ -91,6 +97,7 @@ type Record struct {
 	Phase           Phase
 	Reason          string
 	ClaimedBy       string
+	Owner           string
 	CordonedBy      string
 	Maintenance     string
 	Group           []string
@@ -98,6 +105,7 @@ type Record struct {
 	Opportunistic   bool
 	AcceptedAt      time.Time
 	DrainStartedAt  time.Time
+	RequestedAt     time.Time
 	FinishedAt      time.Time
 }
 
@@ -109,12 +117,14 @@ func ReadRecord(a map[string]string) Record {
 		Phase:           Phase(a[AnnotationState]),
 		Reason:          a[AnnotationReason],
 		ClaimedBy:       a[AnnotationClaimedBy],
+		Owner:           a[AnnotationOwner],
 		CordonedBy:      a[AnnotationCordonedBy],
 		Maintenance:     a[AnnotationMaintenance],
 		MaintenanceSeen: a[AnnotationMaintenanceSeen] == "true",
 		Opportunistic:   a[AnnotationOpportunistic] == "true",
 		AcceptedAt:      parseTime(a[AnnotationAcceptedAt]),
 		DrainStartedAt:  parseTime(a[AnnotationDrainStartedAt]),
+		RequestedAt:     parseTime(a[AnnotationRequestedAt]),
 		FinishedAt:      parseTime(a[AnnotationFinishedAt]),
 	}
 	if r.Maintenance == "" && a[legacyScheduledMaintenance] != "" {

@@ -20,6 +20,8 @@ const (
 	DefaultDrainTimeout       = 30 * time.Minute
 	DefaultEvictionRetryDelay = 5 * time.Second
 	DefaultMaxUnavailable     = 1
+	DefaultDrainHorizon       = 48 * time.Hour
+	DefaultStartDeadline      = time.Hour
 )
 
 // Config is the policy file.
@@ -96,14 +98,21 @@ type Drain struct {
 	// EvictionRetryDelay is the pause before retrying an eviction the API refused with 429.
 	EvictionRetryDelay Duration `yaml:"evictionRetryDelay"`
 	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (default true: the VM's emptyDirs are lost with
-	// the maintenance anyway, and GPU pods commonly mount /dev/shm as one).
+	// the maintenance anyway, and GPU pods commonly mount /dev/shm as one). When false those pods stay and the rest
+	// are evicted.
 	DeleteEmptyDirData bool `yaml:"deleteEmptyDirData"`
+	// Horizon refuses drains for maintenance further away than this: a node drained for a maintenance months out
+	// would stay cordoned until then.
+	Horizon Duration `yaml:"horizon"`
 }
 
 // PerformMaintenance configures the perform-maintenance action.
 type PerformMaintenance struct {
 	// DrainFirst drains the node before asking GKE to start maintenance.
 	DrainFirst bool `yaml:"drainFirst"`
+	// StartDeadline ends a request GKE has not taken up (no maintenance under way) within this long: failed with
+	// reason not_started, our cordon lifted and the request withdrawn, so the slot is free again.
+	StartDeadline Duration `yaml:"startDeadline"`
 }
 
 // Load reads and validates the policy file at path.
@@ -234,6 +243,16 @@ func (c *Config) complete(present map[string]bool) error {
 	if c.Drain.MaxGracePeriod > 0 && c.Drain.MaxGracePeriod >= c.Drain.Timeout {
 		return fmt.Errorf("drain.maxGracePeriod (%s) must be below drain.timeout (%s): a pod using its whole grace period would fail every drain",
 			time.Duration(c.Drain.MaxGracePeriod), time.Duration(c.Drain.Timeout))
+	}
+	if !present["drain.horizon"] {
+		c.Drain.Horizon = Duration(DefaultDrainHorizon)
+	} else if c.Drain.Horizon <= 0 {
+		return errors.New("drain.horizon: must be greater than 0")
+	}
+	if !present["performMaintenance.startDeadline"] {
+		c.PerformMaintenance.StartDeadline = Duration(DefaultStartDeadline)
+	} else if c.PerformMaintenance.StartDeadline <= 0 {
+		return errors.New("performMaintenance.startDeadline: must be greater than 0 (every request needs an end)")
 	}
 	if !present["acceleratorResources"] {
 		c.AcceleratorResources = DefaultAcceleratorResources

@@ -79,6 +79,9 @@ func (e *Executor) drain(ctx context.Context, name string, uid types.UID) {
 // drainOnce evicts what is left on the node and records the outcome. It reports finished once the outcome is on the
 // node (or the node no longer asks for a drain); an error without finished means try again.
 func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (finished bool, err error) {
+	if e.dryRun() {
+		return true, nil // stopped where it is; resumed when dry run is switched off
+	}
 	node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true, nil
@@ -104,10 +107,14 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 		}
 		return true, e.abandon(ctx, node, rec, nodestate.Observe(nodeview.Of(node)), why)
 	}
-	var drainErr error
+	var (
+		drainErr  error
+		kept      []string
+		permanent bool
+	)
 	if remaining := time.Until(deadline); remaining <= 0 {
 		drainErr = fmt.Errorf("drain did not finish within %s", timeout)
-	} else if err, permanent := e.evict(ctx, name, deadline); err != nil {
+	} else if kept, err, permanent = e.evict(ctx, name, deadline); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
@@ -135,29 +142,36 @@ func (e *Executor) drainOnce(ctx context.Context, name string, uid types.UID) (f
 		}
 		return true, nil
 	}
-	if err := e.drained(ctx, node, rec); err != nil {
+	if err := e.drained(ctx, node, rec, kept); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // drained records a finished drain: done for a drain, or the perform-maintenance request when draining came first.
-func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
+// kept are the pods the policy left in place (emptyDir data, deleteEmptyDirData: false).
+func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodeview.Record, kept []string) error {
 	if rec.Action.Requests() {
 		if obs := nodestate.Observe(nodeview.Of(node)); !obs.InMaintenance && !obs.Maintenance.Serves(rec.Maintenance) {
 			return e.abandon(ctx, node, rec, obs, "maintenance "+rec.Maintenance+" is no longer the one announced after the drain; not requested")
 		}
 		return e.requestMaintenance(ctx, node, rec)
 	}
-	_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+	annotations := map[string]any{
 		nodeview.AnnotationState:      string(nodeview.Done),
 		nodeview.AnnotationFinishedAt: nodeview.FormatTime(time.Now()),
-	}})
+	}
+	msg := "drained"
+	if len(kept) > 0 {
+		stayed := fmt.Sprintf("%d pods with emptyDir data left in place (drain.deleteEmptyDirData: false): %s", len(kept), strings.Join(kept, ", "))
+		annotations[nodeview.AnnotationReason] = stayed
+		msg += "; " + stayed
+	}
+	_, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
 	if err != nil {
 		return fmt.Errorf("recording drain done: %w", err)
 	}
 	e.succeeded(rec)
-	msg := "drained"
 	if rec.CordonedBy != "" {
 		msg += "; the node stays cordoned until GKE has finished maintenance"
 	}
@@ -166,54 +180,110 @@ func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodeview.
 	return nil
 }
 
+// drainPollInterval is how often a drain lists the node's pods to see which are gone: one request per node, however
+// many pods it has.
+const drainPollInterval = time.Second
+
 // evict evicts the node's pods through the eviction API, so PodDisruptionBudgets hold, leaving DaemonSet pods, mirror
-// pods and this service's own pod. Each pod gets its own terminationGracePeriodSeconds capped by
-// drain.maxGracePeriod: the drain helper applies one grace period to all the pods it is given, so pods over the cap
-// go in one batch with the cap and the others in a batch keeping their own. permanent marks errors that retrying
-// cannot fix (pods the policy does not allow evicting).
-func (e *Executor) evict(ctx context.Context, name string, deadline time.Time) (err error, permanent bool) {
-	// The deadline bounds every call, not only the helper's wait: client-go itself retries a 429 that carries
-	// Retry-After (the API server sends 10s while a PodDisruptionBudget's status is stale) and would outlast it.
+// pods and this service's own pod, and waits until they are gone. Each pod gets its own
+// terminationGracePeriodSeconds capped by drain.maxGracePeriod. A pod whose eviction is refused (429: a budget) is
+// tried again after drain.evictionRetryDelay. With drain.deleteEmptyDirData false, pods with emptyDir volumes stay
+// and are returned as kept. permanent marks errors that retrying cannot fix (pods the policy does not allow
+// evicting).
+func (e *Executor) evict(ctx context.Context, name string, deadline time.Time) (kept []string, err error, permanent bool) {
+	// The deadline bounds every call: client-go itself retries a 429 that carries Retry-After (the API server sends
+	// 10s while a PodDisruptionBudget's status is stale) and would outlast it.
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	cfg := e.config().Drain
+	var keptNow []string
+	keepEmptyDir := func(pod corev1.Pod) drain.PodDeleteStatus {
+		if !cfg.DeleteEmptyDirData && hasEmptyDir(pod) {
+			keptNow = append(keptNow, pod.Namespace+"/"+pod.Name)
+			return drain.MakePodDeleteStatusSkip()
+		}
+		return drain.MakePodDeleteStatusOkay()
+	}
+	log := e.logger.With("node", name)
 	helper := &drain.Helper{
-		Ctx:                  ctx,
-		Client:               e.client,
-		Force:                true, // pods without a controller go too: the node is about to stop anyway
-		GracePeriodSeconds:   -1,
-		IgnoreAllDaemonSets:  true,
-		DeleteEmptyDirData:   e.config().Drain.DeleteEmptyDirData,
-		Timeout:              time.Until(deadline),
-		EvictErrorRetryDelay: time.Duration(e.config().Drain.EvictionRetryDelay),
-		AdditionalFilters:    []drain.PodFilter{e.notSelf},
-		Out:                  logWriter{e.logger.With("node", name)},
-		ErrOut:               logWriter{e.logger.With("node", name)},
+		Ctx:                 ctx,
+		Client:              fencedClient{e.client, e.checkFence},
+		Force:               true, // pods without a controller go too: the node is about to stop anyway
+		GracePeriodSeconds:  -1,
+		IgnoreAllDaemonSets: true,
+		// emptyDir pods are never a reason to refuse the whole drain: keepEmptyDir leaves them when the policy says so.
+		DeleteEmptyDirData: true,
+		AdditionalFilters:  []drain.PodFilter{e.notSelf, keepEmptyDir},
+		Out:                logWriter{log},
+		ErrOut:             logWriter{log},
 	}
-	list, errs := helper.GetPodsForDeletion(name)
-	if list == nil {
-		return fmt.Errorf("listing pods: %w", errors.Join(errs...)), false
+	version, err := drain.CheckEvictionSupport(e.client)
+	if err != nil {
+		return nil, fmt.Errorf("checking eviction support: %w", err), false
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...), true
+	if version.Empty() {
+		return nil, errors.New("the API server does not offer the eviction API"), true
 	}
-	own, capped := splitByGrace(list.Pods(), time.Duration(e.config().Drain.MaxGracePeriod))
-	batches := []struct {
-		pods  []corev1.Pod
-		grace int
-	}{{own, -1}, {capped, int(time.Duration(e.config().Drain.MaxGracePeriod) / time.Second)}}
-	results := make(chan error, len(batches))
-	for _, b := range batches {
-		h := *helper
-		h.GracePeriodSeconds = b.grace
-		go func() { results <- h.DeleteOrEvictPods(b.pods) }()
-	}
-	var all []error
-	for range batches {
-		if err := <-results; err != nil {
-			all = append(all, err)
+	maxGrace := time.Duration(cfg.MaxGracePeriod)
+	cappedHelper := *helper
+	cappedHelper.GracePeriodSeconds = int(maxGrace / time.Second)
+	retryDelay := time.Duration(cfg.EvictionRetryDelay)
+	lastTried := map[types.UID]time.Time{}
+	for {
+		keptNow = nil
+		list, errs := helper.GetPodsForDeletion(name)
+		if list == nil {
+			return nil, fmt.Errorf("listing pods: %w", errors.Join(errs...)), false
+		}
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...), true
+		}
+		pods := list.Pods()
+		if len(pods) == 0 {
+			return keptNow, nil, false
+		}
+		var due []corev1.Pod
+		for _, pod := range pods {
+			if t, tried := lastTried[pod.UID]; pod.DeletionTimestamp != nil || (tried && time.Since(t) < retryDelay) {
+				continue // terminating, or refused a moment ago
+			}
+			due = append(due, pod)
+		}
+		own, capped := splitByGrace(due, maxGrace)
+		for _, b := range []struct {
+			h    *drain.Helper
+			pods []corev1.Pod
+		}{{helper, own}, {&cappedHelper, capped}} {
+			for _, pod := range b.pods {
+				lastTried[pod.UID] = time.Now()
+				err := b.h.EvictPod(pod, version)
+				switch {
+				case err == nil || apierrors.IsNotFound(err):
+				case apierrors.IsTooManyRequests(err):
+					log.Debug("eviction refused; retrying", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retry_in", retryDelay)
+				case ctx.Err() != nil:
+					return nil, fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, ctx.Err()), false
+				default:
+					return nil, fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err), false
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d pods still on the node: %w", len(pods), ctx.Err()), false
+		case <-time.After(drainPollInterval):
 		}
 	}
-	return errors.Join(all...), false
+}
+
+// hasEmptyDir reports a pod with an emptyDir volume, whose data goes with the pod.
+func hasEmptyDir(pod corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // splitByGrace separates pods that keep their own grace period from those whose period exceeds the cap (zero: no

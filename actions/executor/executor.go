@@ -7,8 +7,11 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,11 +52,18 @@ type Options struct {
 	Recorder record.EventRecorder
 	// Identity names this replica in the claimed-by and cordoned-by annotations.
 	Identity string
+	// Owner names this instance (its Lease, namespace/name) in the owner annotation of its work.
+	Owner string
 	// Self is this service's own pod, never evicted; empty when not running in a pod.
 	Self types.NamespacedName
 	// RequeueInterval is how often waiting work is evaluated again when no node changes (for windows opening).
 	RequeueInterval time.Duration
-	Registerer      prometheus.Registerer
+	// PendingTTL drops a live alert that has not been received again for this long.
+	PendingTTL time.Duration
+	Registerer prometheus.Registerer
+	// Fence reports whether this replica surely still holds the Lease; every write (claim, cordon, eviction, label)
+	// is made only while it does, and the replica reports itself not leading as soon as it does not. Nil: always.
+	Fence func() bool
 }
 
 // liveAlert is the latest firing alert for a node.
@@ -94,6 +104,8 @@ type Executor struct {
 	alerts    map[string]*liveAlert
 	refused   map[string]string // node -> maintenance|reason of the last refusal evented and counted
 	waited    map[string]string // node -> maintenance|code of the last wait evented
+	foreign   map[string]string // node -> owner|maintenance of another instance's work last reported
+	owners    map[string]ownerLease
 	simulated map[string]simulatedClaim
 	drains    map[string]*drainRun
 	drainWG   sync.WaitGroup
@@ -122,6 +134,8 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		alerts:    map[string]*liveAlert{},
 		refused:   map[string]string{},
 		waited:    map[string]string{},
+		foreign:   map[string]string{},
+		owners:    map[string]ownerLease{},
 		simulated: map[string]simulatedClaim{},
 		drains:    map[string]*drainRun{},
 
@@ -164,8 +178,16 @@ func (e *Executor) SetConfig(cfg *config.Config) {
 	e.cfg.Store(cfg)
 	e.enqueueAlerts()
 	if e.dryRun() {
-		e.enqueue(e.metrics.state.names()...) // work under way stops before it disrupts more
+		// Work under way stops where it is, writing nothing; it resumes when dry run is switched off.
+		e.mu.Lock()
+		names := slices.Collect(maps.Keys(e.drains))
+		e.mu.Unlock()
+		for _, name := range names {
+			e.stopDrain(name, "")
+		}
+		return
 	}
+	e.enqueue(e.metrics.state.names()...)
 }
 
 // Run watches nodes until ctx ends.
@@ -178,11 +200,32 @@ func (e *Executor) Run(ctx context.Context) {
 	e.factory.Shutdown()
 }
 
-// Leading reports whether this replica currently takes work.
+// Leading reports whether this replica currently takes work: it leads and surely still holds the Lease.
 func (e *Executor) Leading() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.queue != nil
+	return e.queue != nil && e.fenceHeld()
+}
+
+// fenceHeld reports whether writes are allowed (Options.Fence).
+func (e *Executor) fenceHeld() bool { return e.opts.Fence == nil || e.opts.Fence() }
+
+// Why a write was not made.
+var (
+	errFenced = errors.New("not written: this replica may no longer hold the Lease")
+	errDryRun = errors.New("not written: dry run")
+)
+
+// checkFence is called right before every write: only a replica that surely holds the Lease writes, and a dry run
+// writes nothing at all.
+func (e *Executor) checkFence() error {
+	switch {
+	case e.dryRun():
+		return errDryRun
+	case !e.fenceHeld():
+		return errFenced
+	}
+	return nil
 }
 
 // HasSynced reports whether the initial node list has been read.
@@ -193,7 +236,7 @@ func (e *Executor) HasSynced() bool { return e.informer.HasSynced() }
 func (e *Executor) Submit(triggers []webhook.Trigger) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.queue == nil {
+	if e.queue == nil || !e.fenceHeld() {
 		return webhook.ErrNotLeader
 	}
 	now := time.Now()
@@ -270,6 +313,8 @@ func (e *Executor) Lead(ctx context.Context) error {
 	clear(e.alerts)
 	clear(e.refused)
 	clear(e.waited)
+	clear(e.foreign)
+	clear(e.owners)
 	clear(e.simulated)
 	clear(e.opportunisticWaited)
 	clear(e.opportunisticWaits)
@@ -321,10 +366,14 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 	if newNode == nil && oldNode != nil {
 		e.metrics.state.forget(oldNode.Name)
 		e.stopDrain(oldNode.Name, "")
+		if r := nodeview.ReadRecord(oldNode.Annotations); r.Phase == nodeview.Accepted || r.Phase == nodeview.Draining {
+			e.nodeGone(oldNode.Name, r)
+		}
 		e.mu.Lock()
 		delete(e.alerts, oldNode.Name)
 		delete(e.refused, oldNode.Name)
 		delete(e.waited, oldNode.Name)
+		delete(e.foreign, oldNode.Name)
 		delete(e.opportunisticWaited, oldNode.Name)
 		delete(e.simulated, oldNode.Name)
 		e.mu.Unlock()
@@ -347,6 +396,16 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 	if oldNode == nil || nodeview.Of(oldNode).Disrupted() != nodeview.Of(newNode).Disrupted() {
 		e.enqueueAlerts()
 	}
+}
+
+// nodeGone counts work whose node was deleted before its own part was done (a Spot VM preempted mid-drain, a node
+// pool scaled down) as skipped: the work ended without acting to the end, and nothing is left to retry.
+func (e *Executor) nodeGone(name string, r nodeview.Record) {
+	if !e.Leading() || (r.Owner != "" && r.Owner != e.opts.Owner) {
+		return
+	}
+	e.metrics.actions.WithLabelValues(string(r.Action), resultSkipped).Inc()
+	e.logger.Info("work ended: node deleted", "node", name, "action", r.Action, "state", r.Phase, "reason", "node_deleted")
 }
 
 // enqueueAlerts wakes every node with a live alert.

@@ -26,6 +26,7 @@ type metrics struct {
 	actions  *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	leader   prometheus.Gauge
+	overlaps *prometheus.CounterVec
 	state    *workState
 }
 
@@ -47,6 +48,11 @@ func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 			Name:      "actions_leader",
 			Help:      "1 while this replica holds the Lease and takes work.",
 		}),
+		overlaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: nodeview.Namespace,
+			Name:      "actions_overlaps_total",
+			Help:      "Work found on nodes this instance's pools select but owned by another live actions instance (its Lease, namespace/name), once per node and maintenance: the two instances' pools overlap.",
+		}, []string{"owner"}),
 		state: newWorkState(e),
 	}
 	for _, action := range actionNames {
@@ -55,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 		}
 		m.duration.WithLabelValues(string(action))
 	}
-	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.state} {
+	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.overlaps, m.state} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -102,7 +108,7 @@ func (w *workState) observe(node *corev1.Node) {
 	r := nodeview.Of(node).Record
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !r.Active() && !r.HoldsCordon() {
+	if (!r.Active() && !r.HoldsCordon()) || (r.Owner != "" && r.Owner != w.e.opts.Owner) {
 		delete(w.nodes, node.Name)
 		return
 	}

@@ -321,13 +321,9 @@ func (e *Executor) setOpportunisticWaits(waits map[string]opportunisticWait) {
 }
 
 // preflight is what must still hold right before work disrupts the node (evicts its pods, or asks GKE for
-// maintenance): dry run not switched on and, for opportunistic maintenance, every node of the operation still opted
-// in, reschedulable, idle (read from the API) and working on it, since a multi-host slice is maintained as a whole.
-// It returns why not, or "".
+// maintenance): for opportunistic maintenance, every node of the operation still opted in, reschedulable, idle (read
+// from the API) and working on it, since a multi-host slice is maintained as a whole. It returns why not, or "".
 func (e *Executor) preflight(ctx context.Context, node *corev1.Node, rec nodeview.Record) (string, error) {
-	if e.dryRun() {
-		return dryRunStopped, nil
-	}
 	if rec.Action != nodeview.OpportunisticMaintenance {
 		return "", nil
 	}

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // nodePatch is a JSON merge patch of a Node. With a resourceVersion it is conditional: the API server refuses it
@@ -37,8 +39,14 @@ func (p nodePatch) marshal() ([]byte, error) {
 }
 
 func (e *Executor) patchNode(ctx context.Context, name string, p nodePatch) (*corev1.Node, error) {
+	if p.annotations != nil {
+		p.annotations[nodeview.AnnotationOwner] = e.opts.Owner // work taken over from an instance that is gone becomes ours
+	}
 	data, err := p.marshal()
 	if err != nil {
+		return nil, err
+	}
+	if err := e.checkFence(); err != nil {
 		return nil, err
 	}
 	return e.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: fieldManager})

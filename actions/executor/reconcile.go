@@ -33,12 +33,13 @@ const (
 	reasonMaintenanceRequested = "DisruptionMaintenanceRequested"
 	reasonMaintenanceStarted   = "DisruptionMaintenanceStarted"
 	reasonMaintenanceFinished  = "DisruptionMaintenanceFinished"
+	reasonOverlap              = "DisruptionActionOverlap"
 )
 
 // reconcile moves one node on: it re-reads the node from the API (alerts and the cache are only hints), takes the
 // next step of work in progress (nodestate.Next), or decides on the node's live alert.
-func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, error) {
-	node, err := e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+func (e *Executor) reconcile(ctx context.Context, name string) (after time.Duration, err error) {
+	node, err := e.readNode(ctx, name)
 	if apierrors.IsNotFound(err) {
 		if a, ok := e.liveAlert(name); ok {
 			e.dropAlert(name, a.trigger)
@@ -55,25 +56,90 @@ func (e *Executor) reconcile(ctx context.Context, name string) (time.Duration, e
 	if rec.Active() {
 		e.served(name)
 	}
-	if rec.Active() || rec.HoldsCordon() {
-		step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst)
-		if e.dryRun() && disrupts(step) {
-			// Switched to dry run mid-way: what GKE already has is followed to its end, nothing more is disrupted.
-			step, why = nodestate.StepAbandon, dryRunStopped
+	if (rec.Active() || rec.HoldsCordon()) && !e.dryRun() {
+		if !e.mayAct(ctx, rec) {
+			e.noteForeign(node, rec)
+			return foreignRecheck, nil
 		}
+		step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst)
 		if step != nodestate.StepNone {
 			return 0, e.apply(ctx, node, rec, obs, step, why)
+		}
+		if left, due := e.startDeadline(rec, obs); due {
+			return 0, e.notStarted(ctx, node, rec, obs)
+		} else if left > 0 {
+			defer func() { // woken at the deadline
+				if after == 0 || left < after {
+					after = left
+				}
+			}()
 		}
 	}
 	return e.decide(ctx, view)
 }
 
-// dryRunStopped is why work ends when dry run is switched on before it reached GKE.
-const dryRunStopped = "dry run switched on: work stopped before disrupting the node"
+// reasonNotStarted begins the reason of a request GKE did not take up within performMaintenance.startDeadline.
+const reasonNotStarted = "not_started"
 
-// disrupts reports the steps that evict pods or ask GKE for maintenance.
-func disrupts(step nodestate.Step) bool {
-	return step == nodestate.StepStartDrain || step == nodestate.StepContinueDrain || step == nodestate.StepRequest
+// startDeadline is how long a perform-maintenance request GKE has not taken up still has, or due once it has had
+// performMaintenance.startDeadline.
+func (e *Executor) startDeadline(rec nodeview.Record, obs nodestate.Observation) (left time.Duration, due bool) {
+	if rec.Phase != nodeview.MaintenanceRequested || rec.MaintenanceSeen || obs.InMaintenance {
+		return 0, false
+	}
+	since := rec.RequestedAt
+	if since.IsZero() {
+		since = rec.AcceptedAt
+	}
+	left = time.Until(since.Add(time.Duration(e.config().PerformMaintenance.StartDeadline)))
+	return left, left <= 0
+}
+
+// notStarted ends a request GKE has not taken up in time: failed (not_started), the request withdrawn and our cordon
+// lifted, so the slot is free again; the Warning Event and gke_disruption_actions_total{result="failed"} tell the
+// operator.
+func (e *Executor) notStarted(ctx context.Context, node *corev1.Node, rec nodeview.Record, obs nodestate.Observation) error {
+	deadline := time.Duration(e.config().PerformMaintenance.StartDeadline)
+	reason := fmt.Sprintf("%s: GKE did not start maintenance %s within performMaintenance.startDeadline (%s) of the request; request withdrawn",
+		reasonNotStarted, rec.Maintenance, deadline)
+	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+		nodeview.AnnotationState:      string(nodeview.Failed),
+		nodeview.AnnotationFinishedAt: nodeview.FormatTime(time.Now()),
+		nodeview.AnnotationCordonedBy: nil,
+	}}
+	if obs.PerformRequested {
+		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
+	}
+	if rec.CordonedBy != "" && node.Spec.Unschedulable {
+		p.unschedulable = ptr(false)
+		reason += "; uncordoned (our cordon)"
+	}
+	p.annotations[nodeview.AnnotationReason] = reason
+	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
+		return fmt.Errorf("ending a request GKE did not take up: %w", err)
+	}
+	e.metrics.actions.WithLabelValues(string(rec.Action), resultFailed).Inc()
+	e.observeDuration(rec)
+	e.event(node.Name, node.UID, corev1.EventTypeWarning, reasonActionFailed, "%s failed: %s", rec.Action, reason)
+	e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", reason)
+	return nil
+}
+
+// readNode reads the node from the API, except in two cases the cache serves: an alert that already waits, on a node
+// without work (it was decided on the node as the API gave it, and is decided again on every change the watch
+// brings; a claim made from the cache is still conditional on the node's resourceVersion), and work another live
+// instance owns (looked at only for its owner's Lease). Hundreds of waiting alerts thus cost no API requests.
+func (e *Executor) readNode(ctx context.Context, name string) (*corev1.Node, error) {
+	if n, ok := e.cachedNode(name); ok {
+		r := nodeview.ReadRecord(n.Annotations)
+		a, alerted := e.liveAlert(name)
+		waiting := alerted && a.waitCode != "" && !r.Active() && !r.HoldsCordon()
+		foreign := (r.Active() || r.HoldsCordon()) && r.Owner != "" && r.Owner != e.opts.Owner && e.ownerLive(ctx, r.Owner)
+		if waiting || foreign {
+			return n.DeepCopy(), nil
+		}
+	}
+	return e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 }
 
 // apply carries out one lifecycle step.
@@ -167,7 +233,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
-		return e.opts.RequeueInterval, nil
+		if d.Code == policy.WaitWindow {
+			return e.opts.RequeueInterval, nil // windows open with time, not with node changes
+		}
+		// Budgets and pauses change with nodes and the policy, which decide the alert again; the TTL still ends it.
+		return e.opts.PendingTTL, nil
 	}
 	if e.dryRun() {
 		e.simulate(t.Action, members)
@@ -281,6 +351,7 @@ func (e *Executor) claim(ctx context.Context, node *nodeview.View, action nodevi
 		nodeview.AnnotationAction:          string(action),
 		nodeview.AnnotationState:           string(nodeview.Accepted),
 		nodeview.AnnotationClaimedBy:       e.opts.Identity,
+		nodeview.AnnotationOwner:           e.opts.Owner,
 		nodeview.AnnotationAcceptedAt:      nodeview.FormatTime(time.Now()),
 		nodeview.AnnotationMaintenance:     node.Maintenance.Key(),
 		nodeview.AnnotationGroup:           nil,
@@ -288,6 +359,7 @@ func (e *Executor) claim(ctx context.Context, node *nodeview.View, action nodevi
 		nodeview.AnnotationDrainStartedAt:  nil,
 		nodeview.AnnotationMaintenanceSeen: nil,
 		nodeview.AnnotationFinishedAt:      nil,
+		nodeview.AnnotationRequestedAt:     nil,
 		nodeview.AnnotationOpportunistic:   nil,
 	}
 	if group != "" {
@@ -401,7 +473,8 @@ func (e *Executor) requestMaintenance(ctx context.Context, node *corev1.Node, re
 	_, err := e.patchNode(ctx, node.Name, nodePatch{
 		resourceVersion: node.ResourceVersion,
 		labels:          map[string]any{gke.LabelPerformMaintenance: "true"},
-		annotations:     map[string]any{nodeview.AnnotationState: string(nodeview.MaintenanceRequested)},
+		annotations: map[string]any{nodeview.AnnotationState: string(nodeview.MaintenanceRequested),
+			nodeview.AnnotationRequestedAt: nodeview.FormatTime(time.Now())},
 	})
 	if err != nil {
 		return fmt.Errorf("requesting maintenance: %w", err)

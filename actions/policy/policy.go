@@ -165,6 +165,10 @@ func Decide(cfg *config.Config, in Input) Decision {
 		if !m.Pending() {
 			return refuse("no maintenance is pending on the node (no %s label or announced window): nothing to drain for", gke.LabelScheduledMaintenanceTime)
 		}
+		if horizon := time.Duration(cfg.Drain.Horizon); horizon > 0 && m.Start().After(in.Now.Add(horizon)) {
+			return refuse("maintenance %s is more than drain.horizon (%s) away: the node would stay cordoned until then; the alert acts when it is received again within the horizon",
+				m.Key(), horizon)
+		}
 	default:
 		return refuse("unknown action %q", in.Request.Action)
 	}

@@ -494,3 +494,35 @@ func TestInWindowsAnyMatches(t *testing.T) {
 		t.Error("second window should match Saturday 10:00 UTC")
 	}
 }
+
+// A drain for maintenance beyond drain.horizon is refused: the node would stay cordoned until then.
+func TestDrainHorizon(t *testing.T) {
+	at := func(when time.Time) nodeOpt {
+		return func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = fmt.Sprint(when.Unix()) }
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  string
+		due     time.Time
+		verdict Verdict
+	}{
+		{"due in an hour", "", saturday3am.Add(time.Hour), Act},
+		{"just inside the default 48h", "", saturday3am.Add(47 * time.Hour), Act},
+		{"300 days away", "", saturday3am.Add(300 * 24 * time.Hour), Refuse},
+		{"year 5138", "", time.Date(5138, 1, 1, 0, 0, 0, 0, time.UTC), Refuse},
+		{"inside a longer horizon", "drain: {horizon: 9600h}\n", saturday3am.Add(300 * 24 * time.Hour), Act},
+		{"beyond a shorter horizon", "drain: {horizon: 1h}\n", saturday3am.Add(2 * time.Hour), Refuse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustParse(t, tc.policy+"pools: [{name: all}]\n")
+			node := mkNode("n", "p", at(tc.due))
+			got := Decide(cfg, Input{Request: Request{Action: nodeview.Drain}, Node: nodeview.Of(node), Now: saturday3am})
+			if got.Verdict != tc.verdict {
+				t.Errorf("verdict %s (%s), want %s", got.Verdict, got.Reason, tc.verdict)
+			}
+			if tc.verdict == Refuse && !strings.Contains(got.Reason, "drain.horizon") {
+				t.Errorf("reason %q does not name drain.horizon", got.Reason)
+			}
+		})
+	}
+}

@@ -33,6 +33,10 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		Default("4MiB").Bytes()
 	users := cmd.Flag("webhook.users", "Web-config (basic auth) users allowed to post alerts; other authenticated users get 403 (repeatable).").
 		Default(webhook.DefaultUsers...).Strings()
+	qps := cmd.Flag("kube.api-qps", "Requests per second to the Kubernetes API (sustained); sized so hundreds of alerts are decided in seconds.").
+		Default("100").Float32()
+	burst := cmd.Flag("kube.api-burst", "Requests to the Kubernetes API allowed in a burst above --kube.api-qps.").
+		Default("200").Int()
 	reloadInterval := cmd.Flag("config.reload-interval", "How often the policy file is checked for changes (it is also reloaded on SIGHUP).").
 		Default(actions.DefaultReloadInterval.String()).Duration()
 
@@ -45,6 +49,10 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		if err != nil {
 			return err
 		}
+		if *qps <= 0 || *burst < 1 {
+			return fmt.Errorf("--kube.api-qps and --kube.api-burst must be positive")
+		}
+		restConfig.QPS, restConfig.Burst = *qps, *burst
 		client, err := kubernetes.NewForConfig(userAgent(restConfig))
 		if err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
