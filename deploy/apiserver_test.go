@@ -238,7 +238,7 @@ var needs = map[string][]access{
 		{"patch", "", "events", "", "default"},
 		{"create", "events.k8s.io", "events", "", "default"},
 		{"patch", "events.k8s.io", "events", "", "default"},
-		{"get", "coordination.k8s.io", "leases", "", namespace},
+		{"get", "coordination.k8s.io", "leases", "", anyNamespace},
 		{"create", "coordination.k8s.io", "leases", "", namespace},
 		{"update", "coordination.k8s.io", "leases", "", namespace},
 	},

@@ -72,7 +72,8 @@ func TestParseDesignExample(t *testing.T) {
 	if training.Opportunistic != nil || cfg.Paused || strings.Join(cfg.AcceleratorResources, ",") != "nvidia.com/gpu,google.com/tpu" {
 		t.Errorf("training opportunistic %+v, paused %v, accelerator resources %v", training.Opportunistic, cfg.Paused, cfg.AcceleratorResources)
 	}
-	want := Drain{MaxGracePeriod: Duration(10 * time.Minute), Timeout: Duration(30 * time.Minute), EvictionRetryDelay: Duration(5 * time.Second), DeleteEmptyDirData: true}
+	want := Drain{MaxGracePeriod: Duration(10 * time.Minute), Timeout: Duration(30 * time.Minute), EvictionRetryDelay: Duration(5 * time.Second), DeleteEmptyDirData: true,
+		Horizon: Duration(DefaultDrainHorizon)}
 	if cfg.Drain != want {
 		t.Errorf("drain: %+v, want %+v", cfg.Drain, want)
 	}

@@ -30,10 +30,13 @@ func mustParse(t *testing.T, doc string) *config.Config {
 type nodeOpt func(*corev1.Node)
 
 var (
-	cordoned      nodeOpt = func(n *corev1.Node) { n.Spec.Unschedulable = true }
-	notReady      nodeOpt = func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
-	noConditions  nodeOpt = func(n *corev1.Node) { n.Status.Conditions = nil }
-	scheduled     nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelScheduledMaintenanceTime] = "1750000000" }
+	cordoned     nodeOpt = func(n *corev1.Node) { n.Spec.Unschedulable = true }
+	notReady     nodeOpt = func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+	noConditions nodeOpt = func(n *corev1.Node) { n.Status.Conditions = nil }
+	// scheduled is due a day after saturday3am, inside drain.horizon.
+	scheduled nodeOpt = func(n *corev1.Node) {
+		n.Labels[gke.LabelScheduledMaintenanceTime] = fmt.Sprint(saturday3am.Add(24 * time.Hour).Unix())
+	}
 	maintenance   nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelActiveNodeMaintenance] = "ONGOING" }
 	pmRequested   nodeOpt = func(n *corev1.Node) { n.Labels[gke.LabelPerformMaintenance] = "true" }
 	deleting      nodeOpt = func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: saturday3am} }

@@ -136,7 +136,9 @@ local upcomingPath = 'instance/upcoming-maintenance';
             expr: std.join('\nor\n', [
               problem(promql.heldFor(c, 'max by (%s, action) (%s)' % [
                 byNode,
-                promql.bridged(c, 'gke_disruption_action_state{%s, state="done"}' % c.actionsSelector),
+                // Whatever the state: work that holds a node (in progress, or done or failed keeping our cordon)
+                // has an expected end, and none lasts this long.
+                promql.bridged(c, 'gke_disruption_action_state{%s}' % c.actionsSelector),
               ], c.actionsCordonedThreshold), 'cordoned'),
               problem(promql.heldFor(c, 'max by (%s) (%s) > 0' % [
                 utils.labelList(c, ['action', 'pool', 'reason']),
@@ -151,7 +153,7 @@ local upcomingPath = 'instance/upcoming-maintenance';
             ]) + '\n',
             annotations: {
               summary: 'The actions service is not making progress.',
-              description: '{{ if eq $labels.problem "cordoned" }}The actions service%(on)s has kept node {{ $labels.node }} cordoned after its {{ $labels.action }} for more than %(cordoned)s: GKE has not finished the maintenance or the node is not Ready.{{ else if eq $labels.problem "waiting" }}{{ $labels.action }} work in pool {{ $labels.pool }}%(on)s has waited ({{ $labels.reason }}) for more than %(waiting)s.{{ else }}No replica of the actions service%(on)s has led for %(leader)s: alerts are not acted on.{{ end }}' % {
+              description: '{{ if eq $labels.problem "cordoned" }}The actions service%(on)s has held node {{ $labels.node }} for its {{ $labels.action }} (in progress, or cordoned after it) for more than %(cordoned)s: GKE has not started or finished the maintenance, or the node is not Ready.{{ else if eq $labels.problem "waiting" }}{{ $labels.action }} work in pool {{ $labels.pool }}%(on)s has waited ({{ $labels.reason }}) for more than %(waiting)s.{{ else }}No replica of the actions service%(on)s has led for %(leader)s: alerts are not acted on.{{ end }}' % {
                 on: on,
                 cordoned: c.actionsCordonedThreshold,
                 waiting: c.actionsWaitingThreshold,
