@@ -19,10 +19,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -102,4 +104,114 @@ func BenchmarkWebhookAck(b *testing.B) {
 	b.ReportMetric(quantile(0.5), "p50-ms")
 	b.ReportMetric(quantile(0.99), "p99-ms")
 	b.ReportMetric(alertsPerPayload, "alerts/payload")
+}
+
+// benchReplica starts a replica whose API client has the command's default budget (--kube.api-qps 100,
+// --kube.api-burst 200), so the figures are what a deployment sees.
+func benchReplica(b *testing.B, api *testenv.APIServer, policy string) *replica {
+	b.Helper()
+	return startReplica(b, api, policy, replicaOpts{wrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+		return rateLimited{rt, flowcontrol.NewTokenBucketRateLimiter(100, 200)}
+	}})
+}
+
+// rateLimited holds each request to a client-side budget, as client-go does with rest.Config's QPS and Burst.
+type rateLimited struct {
+	next    http.RoundTripper
+	limiter flowcontrol.RateLimiter
+}
+
+func (r rateLimited) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := r.limiter.Wait(req.Context()); err != nil {
+		return nil, err
+	}
+	return r.next.RoundTrip(req)
+}
+
+// BenchmarkFiveHundredAlerts posts 500 drain alerts for one rolling pool (maxUnavailable 1) in one notification, on
+// the real API server: the time to the first cordon, and to every alert decided (one acting, 499 waiting).
+func BenchmarkFiveHundredAlerts(b *testing.B) {
+	api := testenv.StartAPIServer(b)
+	for i := range b.N {
+		c := newCluster(b, api)
+		pool := unique("fleet")
+		var alerts []template.Alert
+		for n := range 500 {
+			name := fmt.Sprintf("%s-%03d", pool, n)
+			c.node(name, map[string]string{"pool": pool}, withScheduledMaintenance)
+			alerts = append(alerts, alert(name, nodeview.Drain, false, startsAt))
+		}
+		r := benchReplica(b, api, poolPolicy(pool, ""))
+		r.waitLeading()
+		watch, err := api.Client.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{LabelSelector: "pool=" + pool})
+		if err != nil {
+			b.Fatal(err)
+		}
+		body := payload(b, alerts...)
+		start := time.Now()
+		if code := send(context.Background(), r.url, body); code != http.StatusOK {
+			b.Fatalf("webhook answered %d", code)
+		}
+		for ev := range watch.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && n.Spec.Unschedulable {
+				break
+			}
+		}
+		watch.Stop()
+		firstCordon := time.Since(start)
+		r.waitMetric("every alert decided", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "pool_budget"}, 499)
+		decided := time.Since(start)
+		if i == 0 {
+			b.ReportMetric(firstCordon.Seconds(), "s-to-first-cordon")
+			b.ReportMetric(decided.Seconds(), "s-to-all-decided")
+		}
+		r.stop()
+	}
+}
+
+// BenchmarkParallelPool64 drains a parallel pool of 64 nodes with 4 pods each on one alert, on the real API server:
+// the time from the alert to every node cordoned, and to every node drained.
+func BenchmarkParallelPool64(b *testing.B) {
+	api := testenv.StartAPIServer(b)
+	startKubelet(b, api.Client)
+	for i := range b.N {
+		c := newCluster(b, api)
+		pool := unique("par")
+		ns := api.Namespace("par")
+		var names []string
+		for n := range 64 {
+			name := fmt.Sprintf("%s-%02d", pool, n)
+			c.node(name, map[string]string{"pool": pool}, withScheduledMaintenance)
+			for p := range 4 {
+				c.pod(ns, fmt.Sprintf("%s-pod-%d", name, p), name, grace(1))
+			}
+			names = append(names, name)
+		}
+		r := benchReplica(b, api, parallelPolicy(pool, 1000))
+		r.waitLeading()
+		start := time.Now()
+		mustAccept(b, r, alert(names[0], nodeview.Drain, false, startsAt))
+		all := func(step string, ok func(*corev1.Node) bool) time.Duration {
+			testenv.Eventually(b, 5*time.Minute, step, func() error {
+				list, err := api.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "pool=" + pool})
+				if err != nil {
+					return err
+				}
+				for i := range list.Items {
+					if !ok(&list.Items[i]) {
+						return fmt.Errorf("%s not yet", list.Items[i].Name)
+					}
+				}
+				return nil
+			})
+			return time.Since(start)
+		}
+		cordoned := all("all cordoned", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+		drained := all("all drained", func(n *corev1.Node) bool { return nodeview.Of(n).Record.Phase == nodeview.Done })
+		if i == 0 {
+			b.ReportMetric(cordoned.Seconds(), "s-to-all-cordoned")
+			b.ReportMetric(drained.Seconds(), "s-to-all-drained")
+		}
+		r.stop()
+	}
 }

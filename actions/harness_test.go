@@ -62,7 +62,7 @@ func unique(prefix string) string {
 
 // replica is one running service with its HTTP server.
 type replica struct {
-	t        *testing.T
+	t        testing.TB
 	svc      *Service
 	url      string
 	reg      *prometheus.Registry
@@ -94,7 +94,7 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
-func startReplica(t *testing.T, api *testenv.APIServer, policy string, o replicaOpts) *replica {
+func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replicaOpts) *replica {
 	t.Helper()
 	cfg, err := config.Parse([]byte(policy))
 	if err != nil {
@@ -301,11 +301,11 @@ func mustAccept(t testing.TB, r *replica, alerts ...template.Alert) {
 
 // cluster creates the objects a test needs and plays the parts of the kubelet and GKE.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	client kubernetes.Interface
 }
 
-func newCluster(t *testing.T, api *testenv.APIServer) *cluster {
+func newCluster(t testing.TB, api *testenv.APIServer) *cluster {
 	return &cluster{t: t, client: api.Client}
 }
 
@@ -510,7 +510,7 @@ type kubelet struct {
 	paused bool
 }
 
-func startKubelet(t *testing.T, client kubernetes.Interface) *kubelet {
+func startKubelet(t testing.TB, client kubernetes.Interface) *kubelet {
 	k := &kubelet{client: client, grace: map[string]int64{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

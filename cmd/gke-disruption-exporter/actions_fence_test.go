@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // actionsProcess is the actions command run as a process of its own, so a test can stop and resume it.
