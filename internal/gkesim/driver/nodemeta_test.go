@@ -121,7 +121,7 @@ func maintenanceSignals(n *corev1.Node) string {
 func TestDriverPlaysFieldSignals(t *testing.T) {
 	api, d, _, _ := startDriver(t, `
 cluster: {project: sim-project, location: us-central1, name: sim}
-gke: {maintenanceStartDelay: 300ms, workloadEviction: 300ms, systemEviction: 200ms, hostMaintenance: 300ms}
+gke: {sequence: documented, maintenanceStartDelay: 300ms, workloadEviction: 300ms, systemEviction: 200ms, hostMaintenance: 300ms}
 nodePools:
   - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 1}
   - {name: v5e, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 4x4, chipsPerNode: 4}, nodes: 4}
