@@ -54,6 +54,10 @@
     // to its window, leaving the answer time to arrive. Keep it above the drain timeout as well.
     unknownRescheduleDrainLeadTime: '1h',
 
+    // Maintenance reasons that say the hardware failed, as a regular expression over the comma-joined reasons
+    // label (gke.FailureReasonsRegexp): GKENodeHardwareFailureMaintenance fires for them whatever the window.
+    hardwareFailureReasons: '(.*,)?FAILURE_.*',
+
     // A node in maintenance, or waiting for it after perform-maintenance was requested, for longer than this fires
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
@@ -106,6 +110,8 @@
       GKENodeMaintenanceInProgress: { severity: 'info', 'for': '0s' },
       GKENodeMaintenanceStuck: { severity: 'critical', 'for': $._config.maintenanceStuckThreshold },
       GKENodeTerminationImminent: { severity: 'warning', 'for': '0s' },
+      // Fires within minutes of the announcement: the node is broken already.
+      GKENodeHardwareFailureMaintenance: { severity: 'critical', 'for': '2m' },
       GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
       GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },
       GKENodePoolInterruptionsHigh: { severity: 'warning', 'for': '0s' },

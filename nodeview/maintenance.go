@@ -17,6 +17,8 @@ type Maintenance struct {
 	WindowStart time.Time
 	// CanReschedule is GKE's word on the annotation; unknown without one.
 	CanReschedule gke.CanReschedule
+	// Reasons are the announcement's maintenance_reasons (PLANNED_UPDATE, FAILURE_GPU, …).
+	Reasons []string
 }
 
 // Reschedulable reports GKE's word that the maintenance can be started early on request (perform-maintenance).
@@ -84,9 +86,16 @@ func pendingMaintenance(scheduled string, u gke.UpcomingMaintenance) Maintenance
 				m.WindowStart = u.WindowStart.UTC().Truncate(time.Second) // keys and labels are whole seconds
 			}
 			m.CanReschedule = u.CanReschedule
+			m.Reasons = u.Reasons
 		}
 	}
 	return m
+}
+
+// HardwareFailureAnnounced reports GKE's annotation naming a maintenance, pending or under way, whose reasons say
+// the hardware failed: the node's host is (to be) repaired.
+func (v *View) HardwareFailureAnnounced() bool {
+	return v.Upcoming.Announced && gke.HardwareFailure(v.Upcoming.Reasons)
 }
 
 // KeyStart is when the maintenance a Key names was due.

@@ -77,6 +77,23 @@ type Pool struct {
 	MinAvailable *IntOrPercent `yaml:"minAvailable"`
 	// Opportunistic, when set, lets the service itself start reschedulable maintenance on idle nodes of the pool.
 	Opportunistic *Opportunistic `yaml:"opportunistic"`
+	// Repair, when set, governs maintenance whose reasons say the hardware failed (FAILURE_*): acted on as soon as
+	// it is announced, whatever its window, under its own budget instead of maxUnavailable and the top-level
+	// windows.
+	Repair *Repair `yaml:"repair"`
+}
+
+// DefaultRepairMaxConcurrent is how many of a pool's nodes may be repaired at once when repair.maxConcurrent is
+// left out.
+const DefaultRepairMaxConcurrent = 1
+
+// Repair configures the repair of failed hardware in a pool.
+type Repair struct {
+	// MaxConcurrent is how many of the pool's nodes (multi-host TPU slices: slices) this service may have under
+	// repair at once (default 1). The pool's minAvailable still holds.
+	MaxConcurrent int `yaml:"maxConcurrent"`
+	// Windows are when repairs may start; none means any time (the top-level windows do not hold back repairs).
+	Windows []Window `yaml:"windows"`
 }
 
 // Opportunistic configures opportunistic maintenance for a pool.
@@ -154,22 +171,8 @@ func Parse(data []byte) (*Config, error) {
 
 // complete fills defaults and checks values that are valid on their own but wrong in context.
 func (c *Config) complete(present map[string]bool) error {
-	for i, w := range c.Windows {
-		path := fmt.Sprintf("windows[%d]", i)
-		for _, key := range []string{"start", "end"} {
-			if !present[path+"."+key] {
-				return fmt.Errorf("%s.%s: required", path, key)
-			}
-		}
-		if w.Start == 24*60 {
-			return fmt.Errorf("%s.start: 24:00 is only allowed as an end", path)
-		}
-		if w.Start == w.End {
-			return fmt.Errorf("%s: start and end are both %s; use start 00:00 and end 24:00 for whole days", path, w.Start)
-		}
-		if w.Timezone.Location == nil {
-			c.Windows[i].Timezone.Location = time.UTC
-		}
+	if err := completeWindows(c.Windows, "windows", present); err != nil {
+		return err
 	}
 
 	if len(c.Pools) == 0 {
@@ -208,6 +211,16 @@ func (c *Config) complete(present map[string]bool) error {
 			}
 			if o.MinNodes < 0 {
 				return fmt.Errorf("%s.opportunistic.minNodes: %d is negative", path, o.MinNodes)
+			}
+		}
+		if r := p.Repair; r != nil {
+			if !present[path+".repair.maxConcurrent"] {
+				r.MaxConcurrent = DefaultRepairMaxConcurrent
+			} else if r.MaxConcurrent < 1 {
+				return fmt.Errorf("%s.repair.maxConcurrent: %d would never repair a node; remove repair to handle failures as planned maintenance", path, r.MaxConcurrent)
+			}
+			if err := completeWindows(r.Windows, path+".repair.windows", present); err != nil {
+				return err
 			}
 		}
 		switch p.Strategy {
@@ -268,6 +281,28 @@ func (c *Config) complete(present map[string]bool) error {
 	}
 	if !present["drain.deleteEmptyDirData"] {
 		c.Drain.DeleteEmptyDirData = true
+	}
+	return nil
+}
+
+// completeWindows checks the windows listed under path and fills in their default timezone, UTC.
+func completeWindows(windows []Window, path string, present map[string]bool) error {
+	for i, w := range windows {
+		path := fmt.Sprintf("%s[%d]", path, i)
+		for _, key := range []string{"start", "end"} {
+			if !present[path+"."+key] {
+				return fmt.Errorf("%s.%s: required", path, key)
+			}
+		}
+		if w.Start == 24*60 {
+			return fmt.Errorf("%s.start: 24:00 is only allowed as an end", path)
+		}
+		if w.Start == w.End {
+			return fmt.Errorf("%s: start and end are both %s; use start 00:00 and end 24:00 for whole days", path, w.Start)
+		}
+		if w.Timezone.Location == nil {
+			windows[i].Timezone.Location = time.UTC
+		}
 	}
 	return nil
 }

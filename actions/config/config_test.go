@@ -155,6 +155,9 @@ func TestParseErrors(t *testing.T) {
 		{"zero maxUnavailable", "pools: [{name: a, maxUnavailable: 0}]\n", []string{"pools[0].maxUnavailable", "never"}},
 		{"maxUnavailable with parallel", "pools: [{name: a, strategy: parallel, maxUnavailable: 2}]\n", []string{"pools[0].maxUnavailable", "parallel"}},
 		{"minAvailable with parallel", "pools: [{name: a, strategy: parallel, minAvailable: 2}]\n", []string{"pools[0].minAvailable", "parallel"}},
+		{"zero repair budget", "pools: [{name: a, repair: {maxConcurrent: 0}}]\n", []string{"pools[0].repair.maxConcurrent", "never repair"}},
+		{"unknown repair key", "pools: [{name: a, repair: {maxUnavailable: 1}}]\n", []string{"pools[0].repair.maxUnavailable", "unknown key", "maxConcurrent"}},
+		{"repair window without end", "pools: [{name: a, repair: {windows: [{start: \"02:00\"}]}}]\n", []string{"pools[0].repair.windows[0].end", "required"}},
 		{"bad selector key", "pools: [{name: a, nodeSelector: {'bad key': x}}]\n", []string{"pools[0].nodeSelector", "bad key"}},
 		{"bad selector value", "pools: [{name: a, nodeSelector: {k: 'a b'}}]\n", []string{`pools[0].nodeSelector["k"]`, "a b"}},
 		{"selector not a mapping", "pools: [{name: a, nodeSelector: [x]}]\n", []string{"pools[0].nodeSelector", "expected a mapping"}},
@@ -267,5 +270,22 @@ pools:
 	strict, _ := Parse([]byte("pools: [{name: only, nodeSelector: {pool: a}}]\n"))
 	if got := strict.MatchPool(map[string]string{"pool": "b"}); got != nil {
 		t.Errorf("unmatched node matched %s", got.Name)
+	}
+}
+
+func TestParseRepairDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("pools:\n- name: a\n  repair: {}\n- name: b\n  repair: {maxConcurrent: 3, windows: [{start: \"22:00\", end: \"06:00\"}]}\n- name: c\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := cfg.Pools[0].Repair, cfg.Pools[1].Repair, cfg.Pools[2].Repair
+	if a == nil || a.MaxConcurrent != DefaultRepairMaxConcurrent || len(a.Windows) != 0 {
+		t.Errorf("pool a repair %+v, want maxConcurrent %d and no windows", a, DefaultRepairMaxConcurrent)
+	}
+	if b == nil || b.MaxConcurrent != 3 || len(b.Windows) != 1 || b.Windows[0].Timezone.Location == nil {
+		t.Errorf("pool b repair %+v, want maxConcurrent 3 and one window in UTC", b)
+	}
+	if c != nil {
+		t.Errorf("pool c without repair: got %+v", c)
 	}
 }

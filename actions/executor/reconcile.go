@@ -216,7 +216,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
-	req := policy.Request{Action: t.Action, CanReschedule: t.CanReschedule || m.Reschedulable()}
+	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure, m)
 	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
 		Disrupted: disrupted, Now: time.Now()})

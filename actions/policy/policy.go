@@ -47,6 +47,19 @@ type Request struct {
 	// CanReschedule: GKE can start this maintenance on request, by the alert's can_reschedule label or GKE's
 	// upcoming-maintenance annotation on the node.
 	CanReschedule bool
+	// HardwareFailure: the maintenance's reasons say the hardware failed (FAILURE_*), by the alert's reasons label
+	// or GKE's annotation on the node (RequestFor).
+	HardwareFailure bool
+}
+
+// RequestFor is the request an alert makes for action on the node's pending maintenance m: reschedulable and a
+// hardware failure when either the alert's labels or GKE's annotation on the node say so.
+func RequestFor(action nodeview.Action, alertCanReschedule, alertHardwareFailure bool, m nodeview.Maintenance) Request {
+	return Request{
+		Action:          action,
+		CanReschedule:   alertCanReschedule || m.Reschedulable(),
+		HardwareFailure: alertHardwareFailure || gke.HardwareFailure(m.Reasons),
+	}
 }
 
 // Cluster is the cluster-wide count the cap is checked against.
@@ -185,7 +198,19 @@ func Decide(cfg *config.Config, in Input) Decision {
 	if cfg.Paused {
 		return wait(WaitPaused, "the policy is paused")
 	}
-	if !InWindows(cfg.Windows, in.Now) {
+	// A pool's repair settings govern a failed host's maintenance: its own windows (none: any time) and budget.
+	repair := p.Repair
+	if !in.Request.HardwareFailure {
+		repair = nil
+	}
+	windows := cfg.Windows
+	if repair != nil {
+		windows = repair.Windows
+	}
+	if !InWindows(windows, in.Now) {
+		if repair != nil {
+			return wait(WaitWindow, "repair of failed hardware: outside every repair window of pool %s", p.Name)
+		}
 		return wait(WaitWindow, "outside every maintenance window")
 	}
 
@@ -212,19 +237,22 @@ func Decide(cfg *config.Config, in Input) Decision {
 				in.Cluster.Disrupted, in.Cluster.Nodes, added, group, clusterCap, limit)
 		}
 	}
-	if p.Strategy == config.Parallel {
+	if p.Strategy == config.Parallel && repair == nil {
 		return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s goes in parallel%s", p.Name, group)}
 	}
 
-	// Rolling: budgets count units (nodes, or whole multi-host slices).
+	// Rolling and repairs: budgets count units (nodes, or whole multi-host slices).
 	own := unit(node)
-	units, down := map[string]bool{}, map[string]bool{}
+	units, down, repairing := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	units[own] = true
 	for _, n := range in.Pool {
 		u := unit(n)
 		units[u] = true
 		if u != own && disrupted(n) {
 			down[u] = true
+			if n.HardwareFailureAnnounced() {
+				repairing[u] = true
+			}
 		}
 	}
 	what := "nodes"
@@ -232,20 +260,42 @@ func Decide(cfg *config.Config, in Input) Decision {
 		what = "units (nodes or TPU slices)"
 	}
 	poolSize, after := len(units), len(down)+1
+	if repair != nil {
+		if len(repairing)+1 > repair.MaxConcurrent {
+			return wait(WaitPoolBudget, "pool %s: %d %s under repair, repair.maxConcurrent %d",
+				p.Name, len(repairing), what, repair.MaxConcurrent)
+		}
+		if err := minAvailable(p, poolSize, after, what, len(down), disrupted(node)); err != "" {
+			return wait(WaitPoolBudget, "%s", err)
+		}
+		return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("repair of failed hardware: pool %s: %d of %d %s under repair with this one (repair.maxConcurrent %d)%s",
+			p.Name, len(repairing)+1, poolSize, what, repair.MaxConcurrent, group)}
+	}
 	if maxUnavailable := p.MaxUnavailable.Of(poolSize, false); after > maxUnavailable {
 		return wait(WaitPoolBudget, "pool %s: %d of %d %s unavailable, maxUnavailable %s (%d)",
 			p.Name, len(down), poolSize, what, p.MaxUnavailable, maxUnavailable)
 	}
-	if p.MinAvailable != nil {
-		if minAvailable := p.MinAvailable.Of(poolSize, true); poolSize-after < minAvailable {
-			available := poolSize - len(down)
-			if disrupted(node) {
-				available--
-			}
-			return wait(WaitPoolBudget, "pool %s: %d of %d %s available, one more would go below minAvailable %s (%d)",
-				p.Name, available, poolSize, what, p.MinAvailable, minAvailable)
-		}
+	if err := minAvailable(p, poolSize, after, what, len(down), disrupted(node)); err != "" {
+		return wait(WaitPoolBudget, "%s", err)
 	}
 	return Decision{Verdict: Act, Pool: p.Name, Reason: fmt.Sprintf("pool %s: %d of %d %s unavailable with this one%s",
 		p.Name, after, poolSize, what, group)}
+}
+
+// minAvailable says why taking one more unit of the pool (after units unavailable then) would break its
+// minAvailable, or "" when it would not.
+func minAvailable(p *config.Pool, poolSize, after int, what string, down int, nodeDisrupted bool) string {
+	if p.MinAvailable == nil {
+		return ""
+	}
+	minimum := p.MinAvailable.Of(poolSize, true)
+	if poolSize-after >= minimum {
+		return ""
+	}
+	available := poolSize - down
+	if nodeDisrupted {
+		available--
+	}
+	return fmt.Sprintf("pool %s: %d of %d %s available, one more would go below minAvailable %s (%d)",
+		p.Name, available, poolSize, what, p.MinAvailable, minimum)
 }

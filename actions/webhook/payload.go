@@ -6,11 +6,13 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -22,6 +24,7 @@ const (
 	LabelAction        = "gke_disruption_action"
 	LabelNode          = "node"
 	LabelCanReschedule = "can_reschedule"
+	LabelReasons       = "reasons"
 )
 
 // Message is Alertmanager's webhook body: the notification data plus the protocol fields.
@@ -53,6 +56,8 @@ type Trigger struct {
 	Firing bool
 	// CanReschedule is the alert's can_reschedule label being "true".
 	CanReschedule bool
+	// HardwareFailure is the alert's reasons label naming a hardware failure (gke.HardwareFailure).
+	HardwareFailure bool
 	// StartsAt identifies the alert episode: Alertmanager repeats keep it, a new occurrence moves it forward.
 	StartsAt    time.Time
 	Fingerprint string
@@ -98,11 +103,12 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 		return skip("%s label %q is not a node name", LabelNode, node)
 	}
 	trigger = Trigger{
-		Node:          node,
-		Action:        action,
-		CanReschedule: a.Labels[LabelCanReschedule] == "true",
-		StartsAt:      a.StartsAt,
-		Fingerprint:   a.Fingerprint,
+		Node:            node,
+		Action:          action,
+		CanReschedule:   a.Labels[LabelCanReschedule] == "true",
+		HardwareFailure: gke.HardwareFailure(strings.Split(a.Labels[LabelReasons], ",")),
+		StartsAt:        a.StartsAt,
+		Fingerprint:     a.Fingerprint,
 	}
 	switch a.Status {
 	case "firing":

@@ -1,3 +1,4 @@
 (import 'maintenance.libsonnet') +
 (import 'interruptions.libsonnet') +
-(import 'system.libsonnet')
+(import 'system.libsonnet') +
+(import 'repair.libsonnet')

@@ -32,6 +32,7 @@ import (
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 )
@@ -263,7 +264,8 @@ func (d *Driver) fire(te timedEvent, now time.Time) {
 				d.logger.Warn("node busy, maintenance event left out", "event", te.index, "node", sn.name)
 				continue
 			}
-			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule, announced: md}
+			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule, announced: md,
+				failure: gke.HardwareFailure(m.Reasons)}
 			sn.meta.ScheduleMaintenance(md)
 			d.logger.Info("maintenance scheduled", "node", sn.name, "pool", pool.Name, "window_start", windowStart,
 				"can_reschedule", m.CanReschedule, "story_window_start", d.clock.story(windowStart).Round(time.Minute))
@@ -374,6 +376,7 @@ func (d *Driver) evict(ctx context.Context, sn *simNode, pods []*corev1.Pod) {
 	var system, force bool
 	switch {
 	case sn.maintenance != nil && sn.maintenance.phase == phaseWorkloadEviction,
+		sn.maintenance != nil && sn.maintenance.windowStartedTaint && sn.ready,
 		sn.preemption != nil && sn.preemption.phase == preemptionWorkloads:
 	case sn.maintenance != nil && sn.maintenance.phase == phaseSystemEviction,
 		sn.preemption != nil && sn.preemption.phase == preemptionSystem:

@@ -34,6 +34,7 @@ const storyScenario = `
 cluster: {project: sim-project, location: us-central1, name: sim}
 timeScale: 1
 gke:
+  sequence: documented
   maintenanceStartDelay: 200ms
   workloadEviction: 400ms
   systemEviction: 400ms
@@ -75,11 +76,15 @@ func (h *history) record(obj any) {
 	if !ok {
 		return
 	}
+	h.recordAs(n.Name, nodeState(n))
+}
+
+// recordAs records state s of node when it differs from the last one.
+func (h *history) recordAs(node, s string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := nodeState(n)
-	if l := h.states[n.Name]; len(l) == 0 || l[len(l)-1] != s {
-		h.states[n.Name] = append(l, s)
+	if l := h.states[node]; len(l) == 0 || l[len(l)-1] != s {
+		h.states[node] = append(l, s)
 	}
 }
 

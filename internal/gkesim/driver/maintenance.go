@@ -20,10 +20,13 @@ const (
 	phaseSystemEviction
 	// phaseHostDown: terminating; the VM is stopped for the maintenance.
 	phaseHostDown
+	// phaseDrainWindow: the field sequence after perform-maintenance, until the node goes NotReady: the label
+	// consumed, passthrough, the window rewritten to now, the window-started taint, the node still Ready.
+	phaseDrainWindow
 )
 
 func (p phase) String() string {
-	return [...]string{"scheduled", "starting", "evicting-workloads", "evicting-system", "host-down"}[p]
+	return [...]string{"scheduled", "starting", "evicting-workloads", "evicting-system", "host-down", "drain-window"}[p]
 }
 
 // maintenance is a node's scheduled or running host maintenance.
@@ -38,6 +41,21 @@ type maintenance struct {
 	requested bool
 	// refusedLogged notes that a perform-maintenance request GKE cannot honour was logged.
 	refusedLogged bool
+	// failure: the reasons say the hardware failed, so the host is repaired (Mechanics.FailureRepair).
+	failure bool
+	// field: GKE plays the field sequence from requestedAt; passthrough and windowStartedTaint are its steps
+	// taken so far that show on the node.
+	field                                          bool
+	requestedAt                                    time.Time
+	labelConsumed, passthrough, windowStartedTaint bool
+}
+
+// hostDown is how long the VM is down: a repair for a hardware failure, else an update.
+func (m *maintenance) hostDown(g Mechanics) time.Duration {
+	if m.failure {
+		return time.Duration(g.FailureRepair)
+	}
+	return time.Duration(g.HostMaintenance)
 }
 
 // preemptionPhase is a step of a Spot VM's preemption.
@@ -82,13 +100,20 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 		if reason == "" {
 			return
 		}
+		requested := reason == "perform-maintenance requested"
 		for _, peer := range d.slice(sn) {
 			if pm := peer.maintenance; pm != nil && pm.phase == phaseScheduled {
 				pm.phase, pm.until = phaseStarting, now.Add(time.Duration(g.MaintenanceStartDelay))
-				pm.requested = reason == "perform-maintenance requested"
-				d.logger.Info("maintenance starting", "node", peer.name, "reason", reason, "trigger", sn.name)
+				pm.requested = requested
+				if requested && g.Sequence == SequenceField {
+					pm.phase, pm.field, pm.requestedAt = phaseDrainWindow, true, now
+				}
+				d.logger.Info("maintenance starting", "node", peer.name, "reason", reason, "trigger", sn.name,
+					"sequence", map[bool]string{true: SequenceField, false: SequenceDocumented}[pm.field])
 			}
 		}
+	case phaseDrainWindow:
+		d.advanceDrainWindow(sn, now)
 	case phaseStarting:
 		if now.Before(m.until) {
 			return
@@ -106,7 +131,7 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 		if now.Before(m.until) {
 			return
 		}
-		m.phase, m.until = phaseHostDown, now.Add(time.Duration(g.HostMaintenance))
+		m.phase, m.until = phaseHostDown, now.Add(m.hostDown(g))
 		sn.ready = false
 		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
 		d.logger.Info("maintenance terminating: VM stopped", "node", sn.name)
@@ -120,6 +145,42 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 		sn.maintained++
 		sn.meta.FinishMaintenance()
 		d.logger.Info("maintenance done: node Ready, labels, annotation and taints cleared", "node", sn.name)
+	}
+}
+
+// advanceDrainWindow plays the field sequence's steps that are due, from the perform-maintenance request until the
+// node goes NotReady and its host is maintained.
+func (d *Driver) advanceDrainWindow(sn *simNode, now time.Time) {
+	m := sn.maintenance
+	f, since := d.sc.GKE.Field, now.Sub(m.requestedAt)
+	due := func(at Duration) bool { return since >= time.Duration(at) }
+	if due(f.LabelConsumed) && !m.labelConsumed {
+		// GKE takes the label off within seconds, once; a label set again later stays until the end.
+		m.labelConsumed, sn.clearPerformMaintenance = true, true
+	}
+	if due(f.Passthrough) && !m.passthrough {
+		m.passthrough = true
+		m.announced.Status = "ONGOING"
+		sn.meta.ScheduleMaintenance(m.announced)
+		d.logger.Info("maintenance passthrough: announcement ONGOING", "node", sn.name)
+	}
+	if due(f.WindowRewritten) && m.announced.CanReschedule {
+		m.announced.WindowStart = m.requestedAt.Add(time.Duration(f.WindowRewritten)).Truncate(time.Second)
+		m.announced.LatestWindowStart = m.announced.WindowStart
+		m.announced.CanReschedule = false
+		sn.meta.ScheduleMaintenance(m.announced)
+		d.logger.Info("maintenance window rewritten to now, can_reschedule false", "node", sn.name)
+	}
+	if due(f.WindowStartedTaint) && !m.windowStartedTaint {
+		m.windowStartedTaint = true
+		d.logger.Info("maintenance window started: node tainted, still Ready", "node", sn.name)
+	}
+	if due(f.NotReady) {
+		m.phase, m.until = phaseHostDown, now.Add(m.hostDown(d.sc.GKE))
+		sn.ready = false
+		sn.meta.StartMaintenance()
+		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
+		d.logger.Info("maintenance: node NotReady, host down", "node", sn.name, "repair", m.failure)
 	}
 }
 

@@ -28,7 +28,8 @@ type nodeMeta struct {
 // desiredNodeMeta is what GKE shows while maintenance is pending or running: the scheduled time and GKE's
 // maintenance handler's annotation from the announcement; after perform-maintenance the passthrough state; the
 // window-started taint from the start; ONGOING, then terminating, with the termination taint while pods are
-// stopped and the VM is down. Nothing once it is done.
+// stopped and the VM is down. In the field sequence passthrough and the window-started taint come at their times
+// and stay through the repair, without the termination taint. Nothing once it is done.
 func desiredNodeMeta(sn *simNode) nodeMeta {
 	m := sn.maintenance
 	if m == nil {
@@ -46,8 +47,17 @@ func desiredNodeMeta(sn *simNode) nodeMeta {
 		want.state, want.terminating, want.windowStarted = maintenanceOngoing, true, true
 		announced.Status = "ONGOING"
 	case phaseHostDown:
+		if m.field {
+			want.state, want.windowStarted = maintenancePassthrough, true
+			break
+		}
 		want.state, want.terminating, want.windowStarted = maintenanceTerminating, true, true
 		announced.Status = "ONGOING"
+	case phaseDrainWindow:
+		if m.passthrough {
+			want.state = maintenancePassthrough
+		}
+		want.windowStarted = m.windowStartedTaint
 	}
 	want.upcoming = announced.JSON()
 	return want

@@ -37,6 +37,14 @@ func TestDesiredNodeMeta(t *testing.T) {
 			want: nodeMeta{scheduled: "1764727200", state: "passthrough", windowStarted: true}, wantState: "PENDING"},
 		{name: "ongoing", m: &maintenance{phase: phaseWorkloadEviction, requested: true},
 			want: nodeMeta{scheduled: "1764727200", state: "ONGOING", terminating: true, windowStarted: true}, wantState: "ONGOING"},
+		{name: "field: request just taken", m: &maintenance{phase: phaseDrainWindow, field: true, labelConsumed: true},
+			want: nodeMeta{scheduled: "1764727200"}, wantState: "PENDING"},
+		{name: "field: passthrough", m: &maintenance{phase: phaseDrainWindow, field: true, passthrough: true},
+			want: nodeMeta{scheduled: "1764727200", state: "passthrough"}, wantState: "PENDING"},
+		{name: "field: drain window, node still Ready", m: &maintenance{phase: phaseDrainWindow, field: true, passthrough: true, windowStartedTaint: true},
+			want: nodeMeta{scheduled: "1764727200", state: "passthrough", windowStarted: true}, wantState: "PENDING"},
+		{name: "field: host repaired, no termination taint", m: &maintenance{phase: phaseHostDown, field: true, passthrough: true, windowStartedTaint: true},
+			want: nodeMeta{scheduled: "1764727200", state: "passthrough", windowStarted: true}, wantState: "PENDING"},
 		{name: "terminating", m: &maintenance{phase: phaseHostDown},
 			want: nodeMeta{scheduled: "1764727200", state: "terminating", terminating: true, windowStarted: true}, wantState: "ONGOING"},
 	} {
@@ -121,7 +129,7 @@ func maintenanceSignals(n *corev1.Node) string {
 func TestDriverPlaysFieldSignals(t *testing.T) {
 	api, d, _, _ := startDriver(t, `
 cluster: {project: sim-project, location: us-central1, name: sim}
-gke: {maintenanceStartDelay: 300ms, workloadEviction: 300ms, systemEviction: 200ms, hostMaintenance: 300ms}
+gke: {sequence: documented, maintenanceStartDelay: 300ms, workloadEviction: 300ms, systemEviction: 200ms, hostMaintenance: 300ms}
 nodePools:
   - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 1}
   - {name: v5e, machineType: ct5lp-hightpu-4t, tpu: {accelerator: tpu-v5-lite-podslice, topology: 4x4, chipsPerNode: 4}, nodes: 4}

@@ -56,6 +56,46 @@ type Mechanics struct {
 	SpotReplacement Duration `yaml:"spotReplacement"`
 	// PodShutdown is how long a deleted pod takes to stop (never beyond its grace period): the kubelet's part.
 	PodShutdown Duration `yaml:"podShutdown"`
+	// FailureRepair is how long the VM is down for a maintenance whose reasons say the hardware failed (FAILURE_*):
+	// the host is repaired, not updated. HostMaintenance is for the others. Field: about 4 h.
+	FailureRepair Duration `yaml:"failureRepair"`
+	// Sequence is what GKE does after perform-maintenance=true: SequenceField (default) what was measured on GKE,
+	// SequenceDocumented what GKE documents for a maintenance that starts (ONGOING, the termination taint,
+	// evictions, terminating). A maintenance whose window starts plays the documented sequence either way.
+	Sequence string `yaml:"sequence"`
+	// Field times the field sequence.
+	Field FieldSequence `yaml:"field"`
+}
+
+// The sequences GKE plays after perform-maintenance=true.
+const (
+	SequenceField      = "field"
+	SequenceDocumented = "documented"
+)
+
+// FieldSequence is when each step of GKE's answer to perform-maintenance=true happens, measured from the request
+// (wall clock), as measured on GKE 1.35 with a4-highgpu-8g nodes: the label consumed (~4 s), passthrough and the
+// announcement ONGOING (11 s), the window start rewritten to now and can_reschedule false (21 s), the
+// maintenance-window-started taint (33 s) with the node still Ready, NotReady (41 min); then the repair
+// (Mechanics.FailureRepair or HostMaintenance) until the node is Ready and everything is cleared.
+type FieldSequence struct {
+	LabelConsumed      Duration `yaml:"labelConsumed"`
+	Passthrough        Duration `yaml:"passthrough"`
+	WindowRewritten    Duration `yaml:"windowRewritten"`
+	WindowStartedTaint Duration `yaml:"windowStartedTaint"`
+	NotReady           Duration `yaml:"notReady"`
+}
+
+// steps are the field sequence's times in the order GKE takes them.
+func (f FieldSequence) steps() []struct {
+	key string
+	at  Duration
+} {
+	return []struct {
+		key string
+		at  Duration
+	}{{"labelConsumed", f.LabelConsumed}, {"passthrough", f.Passthrough}, {"windowRewritten", f.WindowRewritten},
+		{"windowStartedTaint", f.WindowStartedTaint}, {"notReady", f.NotReady}}
 }
 
 // GKE's values of the mechanics where documented, else typical ones.
@@ -67,6 +107,15 @@ var defaultMechanics = Mechanics{
 	PreemptionNotice:      Duration(30 * time.Second),
 	SpotReplacement:       Duration(2 * time.Minute),
 	PodShutdown:           Duration(5 * time.Second),
+	FailureRepair:         Duration(4*time.Hour + 10*time.Minute),
+	Sequence:              SequenceField,
+	Field: FieldSequence{
+		LabelConsumed:      Duration(4 * time.Second),
+		Passthrough:        Duration(11 * time.Second),
+		WindowRewritten:    Duration(21 * time.Second),
+		WindowStartedTaint: Duration(33 * time.Second),
+		NotReady:           Duration(41 * time.Minute),
+	},
 }
 
 // NodePool is a GKE node pool. A pool with a TPU and more than one node is a multi-host TPU slice: GKE maintains
@@ -252,6 +301,9 @@ func (sc *Scenario) defaults() {
 		sc.Cluster.Version = "1.33.5-gke.1162000"
 	}
 	m := &sc.GKE
+	if m.Sequence == "" {
+		m.Sequence = defaultMechanics.Sequence
+	}
 	for _, f := range []struct{ v, def *Duration }{
 		{&m.MaintenanceStartDelay, &defaultMechanics.MaintenanceStartDelay},
 		{&m.WorkloadEviction, &defaultMechanics.WorkloadEviction},
@@ -260,6 +312,12 @@ func (sc *Scenario) defaults() {
 		{&m.PreemptionNotice, &defaultMechanics.PreemptionNotice},
 		{&m.SpotReplacement, &defaultMechanics.SpotReplacement},
 		{&m.PodShutdown, &defaultMechanics.PodShutdown},
+		{&m.FailureRepair, &defaultMechanics.FailureRepair},
+		{&m.Field.LabelConsumed, &defaultMechanics.Field.LabelConsumed},
+		{&m.Field.Passthrough, &defaultMechanics.Field.Passthrough},
+		{&m.Field.WindowRewritten, &defaultMechanics.Field.WindowRewritten},
+		{&m.Field.WindowStartedTaint, &defaultMechanics.Field.WindowStartedTaint},
+		{&m.Field.NotReady, &defaultMechanics.Field.NotReady},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -325,6 +383,16 @@ func (sc *Scenario) validate() error {
 	}
 	if sc.TimeScale <= 0 {
 		fail("timeScale", "%v must be positive", sc.TimeScale)
+	}
+	if sc.GKE.Sequence != SequenceField && sc.GKE.Sequence != SequenceDocumented {
+		fail("gke.sequence", "%q is not %s or %s", sc.GKE.Sequence, SequenceField, SequenceDocumented)
+	}
+	steps := sc.GKE.Field.steps()
+	for i := 1; i < len(steps); i++ {
+		if steps[i].at < steps[i-1].at {
+			fail("gke.field."+steps[i].key, "%s comes before %s (%s); GKE takes the steps in order",
+				time.Duration(steps[i].at), steps[i-1].key, time.Duration(steps[i-1].at))
+		}
 	}
 	pools := map[string]*NodePool{}
 	for i := range sc.NodePools {

@@ -1,0 +1,72 @@
+// Alerts on the repair of failed hardware: a maintenance whose reasons say the hardware failed (FAILURE_*) is a
+// broken node GKE will repair, booked days out; it is worth starting at once, whatever its window.
+local promql = import '../lib/promql.libsonnet';
+local utils = import '../lib/utils.libsonnet';
+
+local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}';
+
+{
+  prometheusAlerts+:: {
+    local c = $._config,
+    local byNode = utils.labelList(c, ['node']),
+    local on = utils.clusterRef(c),
+    local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
+    local canReschedule = 'node:gke_node_maintenance_can_reschedule:info',
+    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    local requested = promql.bridged(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
+    local alert(name, rule) = utils.alertRule(c, name, rule),
+
+    // The nodes whose announced maintenance names a hardware failure, with its reasons, from the node agent or
+    // GKE's annotation (gke.FailureReasonsRegexp).
+    local failure = |||
+      max by (%(by)s, reasons) (
+        %(node)s
+        or
+        %(agent)s
+      )
+    ||| % {
+      by: byNode,
+      node: promql.bridged(c, 'gke_node_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.clusterExporterSelector, c.hardwareFailureReasons]),
+      agent: promql.bridged(c, 'gce_instance_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.nodeAgentSelector, c.hardwareFailureReasons]),
+    },
+    // action is the failed nodes whose can_reschedule matches, labelled with the action the automation takes.
+    local action(matcher, name) = |||
+      label_replace(
+        %(start)s
+        * on (%(by)s) group_left (can_reschedule) %(canReschedule)s{%(matcher)s}
+        * on (%(by)s) group_left (reasons) (%(failure)s),
+        "gke_disruption_action", "%(name)s", "", ""
+      )
+    ||| % { start: start, by: byNode, canReschedule: canReschedule, matcher: matcher, failure: utils.indent(failure, 4), name: name },
+
+    groups+: [
+      {
+        name: 'gke-disruption-repair',
+        rules: [
+          alert('GKENodeHardwareFailureMaintenance', {
+            // Whatever the window: GKE books a failed host's repair days out, and the node is of no use until then.
+            expr: |||
+              (
+              %(perform)s
+                or on (%(by)s)
+              %(drain)s
+              )
+              unless on (%(by)s) %(inMaintenance)s
+              unless on (%(by)s) %(requested)s
+            ||| % {
+              perform: utils.indent(action('can_reschedule="true"', 'perform-maintenance'), 2),
+              drain: utils.indent(action('can_reschedule!="true"', 'drain'), 2),
+              by: byNode,
+              inMaintenance: inMaintenance,
+              requested: requested,
+            },
+            annotations: {
+              summary: 'GKE announced the repair of failed hardware on a node.',
+              description: 'GKE announced a maintenance of %s%s for failed hardware (reasons {{ $labels.reasons }}), booked for {{ $value | humanizeTimestamp }}. The node is of little use until the host is repaired; {{ if eq $labels.gke_disruption_action "perform-maintenance" }}the actions service drains it and asks GKE to start the repair now (perform-maintenance){{ else }}the repair cannot be started early: the actions service drains the node{{ end }} as the pool\'s repair settings allow.' % [nodeRef, on],
+            },
+          }),
+        ],
+      },
+    ],
+  },
+}
