@@ -399,6 +399,9 @@ func (e *Executor) dropAlert(name string, t webhook.Trigger) {
 	}
 }
 
+// Nodes lists the watched nodes: the informer's stripped copies, not to be changed.
+func (e *Executor) Nodes() []*corev1.Node { return e.cachedNodes() }
+
 // cachedNodes lists the informer's nodes.
 func (e *Executor) cachedNodes() []*corev1.Node {
 	objs := e.informer.GetStore().List()
