@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -137,4 +139,57 @@ func checkNoResolved(t *testing.T, example []byte) {
 			}
 		}
 	}
+}
+
+// TestAlertmanagerInhibitRules loads both example configurations into the real Alertmanager: while a node is in
+// GKE maintenance its node alerts are inhibited, those of other nodes are not, and once the maintenance alert
+// resolves nothing is inhibited any more.
+func TestAlertmanagerInhibitRules(t *testing.T) {
+	for _, file := range []string{"examples/alertmanager.yml", filepath.Join(testenv.RepoRoot(), "examples", "alertmanager.yml")} {
+		t.Run(filepath.Base(filepath.Dir(file))+"/"+filepath.Base(file), func(t *testing.T) {
+			example, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			amURL := testenv.StartAlertmanager(t, string(example))
+			maintained := map[string]string{"alertname": "GKENodeMaintenanceInProgress", "node": "gke-a3-1", "state": "ongoing", "severity": "info"}
+			notReady := map[string]string{"alertname": "KubeNodeNotReady", "node": "gke-a3-1", "severity": "warning"}
+			otherNotReady := map[string]string{"alertname": "KubeNodeNotReady", "node": "gke-a3-2", "severity": "warning"}
+			testenv.PostAlerts(t, amURL, time.Time{}, maintained, notReady, otherNotReady)
+			waitInhibited(t, amURL, notReady, true)
+			waitInhibited(t, amURL, otherNotReady, false)
+
+			testenv.PostAlerts(t, amURL, time.Now().Add(-time.Second), maintained)
+			testenv.PostAlerts(t, amURL, time.Time{}, notReady)
+			waitInhibited(t, amURL, notReady, false)
+		})
+	}
+}
+
+// waitInhibited waits until Alertmanager reports the alert with labels as inhibited (or not).
+func waitInhibited(t *testing.T, amURL string, labels map[string]string, want bool) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%s on %s inhibited: %v", labels["alertname"], labels["node"], want), func() error {
+		resp, err := http.Get(amURL + "/api/v2/alerts?filter=" + url.QueryEscape(fmt.Sprintf("alertname=%q", labels["alertname"])) +
+			"&filter=" + url.QueryEscape(fmt.Sprintf("node=%q", labels["node"])))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var alerts []struct {
+			Status struct {
+				InhibitedBy []string `json:"inhibitedBy"`
+			} `json:"status"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&alerts); err != nil {
+			return err
+		}
+		if len(alerts) != 1 {
+			return fmt.Errorf("%d alerts", len(alerts))
+		}
+		if got := len(alerts[0].Status.InhibitedBy) > 0; got != want {
+			return fmt.Errorf("inhibited by %v", alerts[0].Status.InhibitedBy)
+		}
+		return nil
+	})
 }
