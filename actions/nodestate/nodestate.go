@@ -194,8 +194,8 @@ func Ready(node *corev1.Node) bool {
 var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
 	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
 
-// Annotations are GKE's node annotations this package reads.
-var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig}
+// Annotations are the node annotations of GKE and of the other hands (OtherOwner) this package reads.
+var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig, AnnotationNVSentinelQuarantine}
 
 // OwnAnnotation reports whether an annotation key is one of this service's.
 func OwnAnnotation(key string) bool { return strings.HasPrefix(key, Prefix) }
