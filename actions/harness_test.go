@@ -443,6 +443,8 @@ func grace(seconds int64) podOpt {
 
 func withLabels(l map[string]string) podOpt { return func(p *corev1.Pod) { p.Labels = l } }
 
+func withAnnotations(a map[string]string) podOpt { return func(p *corev1.Pod) { p.Annotations = a } }
+
 func ownedBy(kind, name string, uid types.UID) podOpt {
 	return func(p *corev1.Pod) {
 		yes := true
