@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/executor"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 )
 
@@ -59,7 +61,9 @@ type Options struct {
 	WebhookUsers []string
 	// RequeueInterval is how often waiting work is evaluated again without a node change.
 	RequeueInterval time.Duration
-	Registerer      prometheus.Registerer
+	// Silencer, when set, keeps Alertmanager silences for the nodes with work while this replica leads.
+	Silencer   *silence.Silencer
+	Registerer prometheus.Registerer
 }
 
 // Service is one replica.
@@ -70,6 +74,7 @@ type Service struct {
 	webhook     *webhook.Handler
 	broadcaster record.EventBroadcaster
 	fence       *leaseFence
+	cfg         atomic.Pointer[config.Config]
 }
 
 // New builds the service; Run runs it and Webhook serves Alertmanager.
@@ -110,7 +115,9 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster, fence: fence}, nil
+	s := &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster, fence: fence}
+	s.cfg.Store(opts.Config)
+	return s, nil
 }
 
 // Webhook is the handler for webhook.Path.
@@ -127,7 +134,20 @@ func (s *Service) Leading() bool { return s.executor.Leading() }
 func (s *Service) Ready() bool { return s.executor.HasSynced() && s.executor.Leading() }
 
 // SetConfig replaces the policy (a reload); running work carries on under it.
-func (s *Service) SetConfig(cfg *config.Config) { s.executor.SetConfig(cfg) }
+func (s *Service) SetConfig(cfg *config.Config) {
+	s.cfg.Store(cfg)
+	s.executor.SetConfig(cfg)
+}
+
+// silences is what the silencer keeps: the nodes with work, under the policy's silences section; nothing may be
+// written in dry run.
+func (s *Service) silences() (silence.Desired, bool) {
+	cfg := s.cfg.Load()
+	if s.opts.DryRun || cfg.DryRun {
+		return silence.Desired{}, false
+	}
+	return silence.Desired{Work: silence.Wanted(s.executor.Nodes()), Config: cfg.Silences}, true
+}
 
 // Run watches nodes and campaigns for leadership until ctx ends; while leading it acts.
 func (s *Service) Run(ctx context.Context) error {
@@ -183,9 +203,14 @@ func (s *Service) campaign(ctx context.Context, lock resourcelock.Interface) err
 				defer close(term)
 				mu.Unlock()
 				s.logger.Info("became leader", "identity", s.opts.Identity)
+				var silencing sync.WaitGroup
+				if s.opts.Silencer != nil {
+					silencing.Go(func() { s.opts.Silencer.Run(leadCtx, s.silences) })
+				}
 				if err := s.executor.Lead(leadCtx); err != nil && leadCtx.Err() == nil {
 					s.logger.Error("leading", "err", err)
 				}
+				silencing.Wait()
 			},
 			OnStoppedLeading: func() {},
 		},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -78,6 +80,8 @@ type replicaOpts struct {
 	webConfig      string // exporter-toolkit web config file
 	self           types.NamespacedName
 	dryRun         bool
+	// alertmanager, when set, is the Alertmanager the replica keeps silences in.
+	alertmanager string
 	// wrapTransport, when set, wraps the replica's API client transport (fault injection).
 	wrapTransport func(http.RoundTripper) http.RoundTripper
 }
@@ -124,6 +128,18 @@ func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replica
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
+	var silencer *silence.Silencer
+	if o.alertmanager != "" {
+		u, err := url.Parse(o.alertmanager)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silencer, err = silence.New(logger, silence.Options{URLs: []*url.URL{u}, CheckInterval: 100 * time.Millisecond,
+			ResyncInterval: time.Second, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	svc, err := New(logger, Options{
 		Config:          cfg,
 		DryRun:          o.dryRun,
@@ -136,6 +152,7 @@ func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replica
 		RenewDeadline:   2 * time.Second,
 		RetryPeriod:     500 * time.Millisecond,
 		RequeueInterval: 500 * time.Millisecond,
+		Silencer:        silencer,
 		Registerer:      reg,
 	})
 	if err != nil {
@@ -428,6 +445,8 @@ func grace(seconds int64) podOpt {
 }
 
 func withLabels(l map[string]string) podOpt { return func(p *corev1.Pod) { p.Labels = l } }
+
+func withAnnotations(a map[string]string) podOpt { return func(p *corev1.Pod) { p.Annotations = a } }
 
 func ownedBy(kind, name string, uid types.UID) podOpt {
 	return func(p *corev1.Pod) {

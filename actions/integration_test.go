@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
@@ -170,6 +171,7 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	c.pod(ns, "long", node, grace(600))
 	c.pod(ns, "default-grace", node)
 	c.pod(ns, "actions-self", node, grace(600))
+	c.pod(ns, "opted-out", node, grace(5), withAnnotations(map[string]string{policy.AnnotationKarpenterDoNotDisrupt: "true"}))
 
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{self: types.NamespacedName{Namespace: ns, Name: "actions-self"}})
 	r.waitLeading()
@@ -178,7 +180,7 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
 		t.Errorf("drained node should stay cordoned by us until GKE is done: %v %v", n.Spec.Unschedulable, n.Annotations)
 	}
-	for pod, want := range map[string]int64{"short": 5, "long": 10, "default-grace": 10} {
+	for pod, want := range map[string]int64{"short": 5, "long": 10, "default-grace": 10, "opted-out": 5} {
 		if got, ok := kl.graceOf(ns, pod); !ok || got != want {
 			t.Errorf("pod %s evicted with grace %d (seen %v), want %d", pod, got, ok, want)
 		}
@@ -191,6 +193,7 @@ func testDrain(t *testing.T, api *testenv.APIServer, kl *kubelet) {
 	}
 	r.waitMetric("drain success counted", "gke_disruption_actions_total", map[string]string{"action": "drain", "result": "succeeded"}, 1)
 	c.waitEvent(node, "DisruptionDrainSucceeded")
+	c.waitEvent(node, "pods "+ns+"/opted-out asked not to be disrupted")
 
 	// GKE's maintenance comes and goes; only then is our cordon lifted.
 	c.startMaintenanceAndWaitNoted(node)
@@ -250,24 +253,26 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	}
 }
 
+// testOthersCordonKept: a node someone else cordoned is waited on (other_owner), never drained and never uncordoned
+// by this service; once that hand lets it go, the drain runs and the cordon it sets is its own.
 func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
 	c := newCluster(t, api)
 	pool := unique("cordon")
 	node := unique("gpu")
 	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance, func(n *corev1.Node) { n.Spec.Unschedulable = true })
-	// maxUnavailable 1: the candidate's own cordon does not count against it.
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{})
 	r.waitLeading()
 	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
-	n := c.waitNode(node, "drain done", inState(nodeview.Done))
-	if _, ok := n.Annotations[nodeview.AnnotationCordonedBy]; ok {
-		t.Fatalf("the cordon was someone else's, yet recorded as ours: %v", n.Annotations)
+	c.waitEvent(node, "held by cordon")
+	r.waitMetric("waiting on the other hand", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "reason": "other_owner"}, 1)
+	if n := c.get(node); !n.Spec.Unschedulable || nodeview.ReadRecord(n.Annotations).Phase != "" {
+		t.Fatalf("a node cordoned by someone else was taken: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
-	c.startMaintenance(node)
-	c.finishMaintenance(node)
-	time.Sleep(time.Second) // a wrong uncordon would show within this; the check does not depend on speed
-	if n := c.get(node); !n.Spec.Unschedulable {
-		t.Error("someone else's cordon was lifted")
+
+	c.updateNode(node, "the other hand uncordons", func(n *corev1.Node) { n.Spec.Unschedulable = false })
+	n := c.waitNode(node, "drain done", inState(nodeview.Done))
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
+		t.Errorf("the drain's cordon should be ours: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
 

@@ -2,19 +2,16 @@ package deploy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,18 +69,18 @@ func TestAlertmanagerExample(t *testing.T) {
 	}))
 	defer recorder.Close()
 
-	amURL := startAlertmanager(t, strings.Replace(string(example), serviceURL, recorder.URL+"/webhook", 1))
+	amURL := testenv.StartAlertmanager(t, strings.Replace(string(example), serviceURL, recorder.URL+"/webhook", 1))
 
 	// The alerts that must not reach the webhook go first: had they been routed there, they would arrive no later
 	// than the automation alerts waited for below.
-	postAlerts(t, amURL, []map[string]string{
-		{"alertname": "GKENodeMaintenanceScheduled", "node": "gke-a3-1", "severity": "info"},
-		{"alertname": "GKENodeTerminationImminent", "node": "gke-a3-2", "severity": "warning"},
-	})
-	postAlerts(t, amURL, []map[string]string{
-		{"alertname": "GKENodeMaintenanceWindowApproaching", "gke_disruption_action": "perform-maintenance", "node": "gke-a3-1", "can_reschedule": "true"},
-		{"alertname": "GKENodeMaintenanceNotReschedulable", "gke_disruption_action": "drain", "node": "gke-l4-1"},
-	})
+	testenv.PostAlerts(t, amURL, time.Time{},
+		map[string]string{"alertname": "GKENodeMaintenanceScheduled", "node": "gke-a3-1", "severity": "info"},
+		map[string]string{"alertname": "GKENodeTerminationImminent", "node": "gke-a3-2", "severity": "warning"},
+	)
+	testenv.PostAlerts(t, amURL, time.Time{},
+		map[string]string{"alertname": "GKENodeMaintenanceWindowApproaching", "gke_disruption_action": "perform-maintenance", "node": "gke-a3-1", "can_reschedule": "true"},
+		map[string]string{"alertname": "GKENodeMaintenanceNotReschedulable", "gke_disruption_action": "drain", "node": "gke-l4-1"},
+	)
 	var got []webhookCall
 	testenv.Eventually(t, 60*time.Second, "Alertmanager posting both automation alerts to the webhook", func() error {
 		mu.Lock()
@@ -144,90 +141,58 @@ func checkNoResolved(t *testing.T, example []byte) {
 	}
 }
 
-// startAlertmanager runs the pinned Alertmanager on loopback with config until the test ends and returns its URL.
-func startAlertmanager(t *testing.T, config string) string {
+// TestAlertmanagerInhibitRules loads both example configurations into the real Alertmanager: while a node is in
+// GKE maintenance its node alerts are inhibited, those of other nodes are not, and once the maintenance alert
+// resolves nothing is inhibited any more.
+func TestAlertmanagerInhibitRules(t *testing.T) {
+	for name, file := range map[string]string{
+		"production": "examples/alertmanager.yml",
+		"demo":       filepath.Join(testenv.RepoRoot(), "examples", "alertmanager.yml"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			example, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			amURL := testenv.StartAlertmanager(t, string(example))
+			maintained := map[string]string{"alertname": "GKENodeMaintenanceInProgress", "node": "gke-a3-1", "state": "ongoing", "severity": "info"}
+			notReady := map[string]string{"alertname": "KubeNodeNotReady", "node": "gke-a3-1", "severity": "warning"}
+			otherNotReady := map[string]string{"alertname": "KubeNodeNotReady", "node": "gke-a3-2", "severity": "warning"}
+			testenv.PostAlerts(t, amURL, time.Time{}, maintained, notReady, otherNotReady)
+			waitInhibited(t, amURL, notReady, true)
+			waitInhibited(t, amURL, otherNotReady, false)
+
+			testenv.PostAlerts(t, amURL, time.Now().Add(-time.Second), maintained)
+			testenv.PostAlerts(t, amURL, time.Time{}, notReady)
+			waitInhibited(t, amURL, notReady, false)
+		})
+	}
+}
+
+// waitInhibited waits until Alertmanager reports the alert with labels as inhibited (or not).
+func waitInhibited(t *testing.T, amURL string, labels map[string]string, want bool) {
 	t.Helper()
-	bin := testenv.Binary(t, "alertmanager")
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-
-	var logs bytes.Buffer
-	cmd := exec.Command(bin,
-		"--config.file="+cfgPath,
-		"--storage.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--cluster.listen-address=", // no gossip: a single instance
-	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		if t.Failed() {
-			t.Logf("alertmanager log:\n%s", logs.String())
-		}
-	})
-
-	url := "http://" + addr
-	testenv.Eventually(t, 30*time.Second, "Alertmanager loading the example configuration and becoming ready", func() error {
-		select {
-		case <-exited:
-			t.Fatalf("alertmanager exited: the example configuration does not load:\n%s", logs.String())
-		default:
-		}
-		resp, err := http.Get(url + "/-/ready")
+	testenv.Eventually(t, 60*time.Second, fmt.Sprintf("%s on %s inhibited: %v", labels["alertname"], labels["node"], want), func() error {
+		resp, err := http.Get(amURL + "/api/v2/alerts?filter=" + url.QueryEscape(fmt.Sprintf("alertname=%q", labels["alertname"])) +
+			"&filter=" + url.QueryEscape(fmt.Sprintf("node=%q", labels["node"])))
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %s", resp.Status)
+		defer resp.Body.Close()
+		var alerts []struct {
+			Status struct {
+				InhibitedBy []string `json:"inhibitedBy"`
+			} `json:"status"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&alerts); err != nil {
+			return err
+		}
+		if len(alerts) != 1 {
+			return fmt.Errorf("%d alerts", len(alerts))
+		}
+		if got := len(alerts[0].Status.InhibitedBy) > 0; got != want {
+			return fmt.Errorf("inhibited by %v", alerts[0].Status.InhibitedBy)
 		}
 		return nil
 	})
-	return url
-}
-
-// postAlerts fires alerts through Alertmanager's API as Prometheus would.
-func postAlerts(t *testing.T, amURL string, alerts []map[string]string) {
-	t.Helper()
-	type alert struct {
-		Labels   map[string]string `json:"labels"`
-		StartsAt time.Time         `json:"startsAt"`
-	}
-	var body []alert
-	for _, l := range alerts {
-		body = append(body, alert{Labels: l, StartsAt: time.Now()})
-	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, amURL+"/api/v2/alerts", bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("posting alerts: %s", resp.Status)
-	}
 }

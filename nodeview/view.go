@@ -63,6 +63,8 @@ type View struct {
 	OpportunisticConfigured bool
 	// OpportunisticDisabled: label opportunistic-disable=true.
 	OpportunisticDisabled bool
+	// HeldBy names who other than this service holds the node (OtherOwner), or "".
+	HeldBy string
 	// Record is this service's annotations.
 	Record Record
 	// Unreadable are the GKE values that did not read (a label or annotation key and its value).
@@ -93,6 +95,7 @@ func Of(node *corev1.Node) *View {
 		OpportunisticConfigured:     node.Annotations[gke.AnnotationOpportunisticConfig] != "",
 		OpportunisticDisabled:       labels[gke.LabelOpportunisticDisable] == "true",
 		Record:                      ReadRecord(node.Annotations),
+		HeldBy:                      OtherOwner(node),
 	}
 	if hosts, ok := gke.TPUSliceHosts(labels); ok {
 		v.TPUSliceHosts = hosts
@@ -155,5 +158,5 @@ func Reserved(all []*View) func(*View) bool {
 var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
 	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
 
-// Annotations are GKE's node annotations the actions service reads.
-var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig}
+// Annotations are the node annotations of GKE and of the other hands (OtherOwner) the actions service reads.
+var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig, AnnotationNVSentinelQuarantine}

@@ -9,7 +9,10 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -41,7 +44,31 @@ type Config struct {
 	// AcceleratorResources are the extended resources whose pods keep a node busy for opportunistic maintenance
 	// (default nvidia.com/gpu and google.com/tpu).
 	AcceleratorResources []string `yaml:"acceleratorResources"`
+	// Silences shapes the Alertmanager silences kept while work runs on a node (with --alertmanager.url).
+	Silences Silences `yaml:"silences"`
 }
+
+// Silences shapes the silences the leader keeps in Alertmanager for nodes it has work on.
+type Silences struct {
+	// Duration is one lease: a silence is extended while the work runs and lapses this long after the service
+	// stops extending it (default 15m).
+	Duration Duration `yaml:"duration"`
+	// NodeLabels are the alert labels whose value is the node name; each gets a silence of its own, because a
+	// silence's matchers must all match (default [node]; kube-prometheus also uses instance, exported_node).
+	NodeLabels []string `yaml:"nodeLabels"`
+	// AlertNames, when set, are the only alerts silenced; none means every alert of the node except the product's
+	// own failure alerts (ProtectedAlerts).
+	AlertNames []string `yaml:"alertNames"`
+}
+
+// Defaults of the silences section.
+const DefaultSilenceDuration = 15 * time.Minute
+
+// DefaultSilenceNodeLabels is the alert label that names the node in this project's and kube-prometheus' alerts.
+var DefaultSilenceNodeLabels = []string{"node"}
+
+// ProtectedAlerts are never silenced: they say the product itself needs a person.
+var ProtectedAlerts = []string{"GKEDisruptionActionFailed", "GKENodeMaintenanceStuck", "GKEDisruptionActionsStalled"}
 
 // DefaultAcceleratorResources are the accelerator resources GKE's GPU and TPU nodes expose.
 var DefaultAcceleratorResources = []string{"nvidia.com/gpu", "google.com/tpu"}
@@ -281,6 +308,33 @@ func (c *Config) complete(present map[string]bool) error {
 	}
 	if !present["drain.deleteEmptyDirData"] {
 		c.Drain.DeleteEmptyDirData = true
+	}
+	return c.Silences.complete(present)
+}
+
+func (s *Silences) complete(present map[string]bool) error {
+	if !present["silences.duration"] {
+		s.Duration = Duration(DefaultSilenceDuration)
+	} else if s.Duration < Duration(10*time.Second) {
+		return errors.New("silences.duration: must be at least 10s (each lease is extended well before it ends)")
+	}
+	if !present["silences.nodeLabels"] {
+		s.NodeLabels = DefaultSilenceNodeLabels
+	} else if len(s.NodeLabels) == 0 {
+		return fmt.Errorf("silences.nodeLabels: empty; list the alert labels that name the node, or leave the key out for %v", DefaultSilenceNodeLabels)
+	}
+	for i, l := range s.NodeLabels {
+		if !model.LabelName(l).IsValidLegacy() || l == model.AlertNameLabel {
+			return fmt.Errorf("silences.nodeLabels[%d]: %q is not a label that can name a node", i, l)
+		}
+	}
+	for i, name := range s.AlertNames {
+		if name == "" {
+			return fmt.Errorf("silences.alertNames[%d]: empty", i)
+		}
+		if slices.Contains(ProtectedAlerts, name) {
+			return fmt.Errorf("silences.alertNames[%d]: %s is never silenced: it says the product itself needs a person", i, name)
+		}
 	}
 	return nil
 }

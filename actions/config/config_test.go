@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,9 @@ func TestParseDefaults(t *testing.T) {
 	if cfg.PerformMaintenance.DrainFirst {
 		t.Error("drainFirst defaults to true")
 	}
+	if s := cfg.Silences; s.Duration != Duration(DefaultSilenceDuration) || !slices.Equal(s.NodeLabels, []string{"node"}) || len(s.AlertNames) != 0 {
+		t.Errorf("silences defaults: %+v", s)
+	}
 }
 
 func TestParseAcceptedForms(t *testing.T) {
@@ -140,6 +144,11 @@ func TestParseErrors(t *testing.T) {
 		want       []string
 	}{
 		{"unknown top-level key", "pool:\n- name: a\n", []string{"pool", "unknown key", "line 1"}},
+		{"short silence lease", "pools: [{name: a}]\nsilences: {duration: 5s}\n", []string{"silences.duration", "10s"}},
+		{"no silence node labels", "pools: [{name: a}]\nsilences: {nodeLabels: []}\n", []string{"silences.nodeLabels", "empty"}},
+		{"bad silence node label", "pools: [{name: a}]\nsilences: {nodeLabels: [node, 'exported node']}\n", []string{"silences.nodeLabels[1]", "exported node"}},
+		{"protected alert silenced", "pools: [{name: a}]\nsilences: {alertNames: [KubeNodeNotReady, GKEDisruptionActionFailed]}\n",
+			[]string{"silences.alertNames[1]", "GKEDisruptionActionFailed", "never silenced"}},
 		{"unknown pool key", "pools:\n- name: a\n  maxUnavalable: 1\n", []string{"pools[0].maxUnavalable", "unknown key", "maxUnavailable"}},
 		{"unknown drain key", "pools: [{name: a}]\ndrain: {timeOut: 5m}\n", []string{"drain.timeOut", "unknown key"}},
 		{"duplicate key", "pools: [{name: a}]\ndryRun: true\ndryRun: false\n", []string{"dryRun", "twice"}},

@@ -454,6 +454,9 @@ func (e *Executor) dropAlert(name string, t webhook.Trigger) {
 	}
 }
 
+// Nodes lists the watched nodes: the informer's stripped copies, not to be changed.
+func (e *Executor) Nodes() []*nodeview.View { return e.cachedViews() }
+
 // cachedNodes lists the informer's nodes.
 func (e *Executor) cachedNodes() []*corev1.Node {
 	objs := e.informer.GetStore().List()

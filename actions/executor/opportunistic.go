@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,8 @@ type idleTracker struct {
 	pods      map[types.UID]podUse
 	onNode    map[string]map[types.UID]bool
 	lastBusy  map[string]time.Time
+	// optedOut are the pods on each node that asked not to be disrupted (policy.OptsOut), by UID: namespace/name.
+	optedOut map[string]map[types.UID]string
 	// blind is set by a watch error and cleared when a watch opens again; then started moves to that moment.
 	blind  bool
 	synced func() bool
@@ -47,7 +50,7 @@ type podUse struct {
 
 func newIdleTracker(resources func() []string) *idleTracker {
 	return &idleTracker{started: time.Now(), resources: resources, pods: map[types.UID]podUse{},
-		onNode: map[string]map[types.UID]bool{}, lastBusy: map[string]time.Time{}}
+		onNode: map[string]map[types.UID]bool{}, lastBusy: map[string]time.Time{}, optedOut: map[string]map[types.UID]string{}}
 }
 
 // extendedResources are the resources other than the built-in ones (cpu, memory, ...) a bound, unfinished pod
@@ -91,8 +94,23 @@ func (t *idleTracker) observe(uid types.UID, pod *corev1.Pod) {
 		delete(t.pods, uid)
 		t.lastBusy[prev.node] = time.Now()
 	}
+	for node, pods := range t.optedOut {
+		if _, ok := pods[uid]; ok {
+			delete(pods, uid)
+			if len(pods) == 0 {
+				delete(t.optedOut, node)
+			}
+		}
+	}
 	if pod == nil {
 		return
+	}
+	if policy.OptsOut(pod) {
+		node := pod.Spec.NodeName
+		if t.optedOut[node] == nil {
+			t.optedOut[node] = map[types.UID]string{}
+		}
+		t.optedOut[node][uid] = pod.Namespace + "/" + pod.Name
 	}
 	if used := extendedResources(pod); len(used) > 0 {
 		node := pod.Spec.NodeName
@@ -148,6 +166,17 @@ func (t *idleTracker) idle(node *nodeview.View) time.Duration {
 	return time.Since(since)
 }
 
+// optOut names a pod on the node that asked not to be disrupted, or "".
+func (t *idleTracker) optOut(node *nodeview.View) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := slices.Sorted(maps.Values(t.optedOut[node.Name]))
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
 // stripPod keeps what the idle tracker reads.
 func stripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -157,6 +186,14 @@ func stripPod(obj any) (any, error) {
 	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion}}
 	out.Spec.NodeName = pod.Spec.NodeName
 	out.Status.Phase = pod.Status.Phase
+	for _, key := range []string{policy.AnnotationDoNotDisrupt, policy.AnnotationKarpenterDoNotDisrupt} {
+		if v, ok := pod.Annotations[key]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[key] = v
+		}
+	}
 	keep := func(cs []corev1.Container) []corev1.Container {
 		var kept []corev1.Container
 		for _, c := range cs {
@@ -261,9 +298,11 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 				nodes = append(nodes, n)
 			}
 		}
-		members, why := policy.PickOpportunistic(policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle,
-			Disrupted: disrupted, Claimable: e.claimable, AlertSaysReschedulable: e.alertSaysReschedulable, Now: now})
+		in := policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle, Disrupted: disrupted, Claimable: e.claimable,
+			AlertSaysReschedulable: e.alertSaysReschedulable, OptedOut: t.optOut, Now: now}
+		members, why := policy.PickOpportunistic(in)
 		if members == nil {
+			e.noteOptOut(p.Name, in, t, waits)
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
@@ -296,6 +335,29 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			e.logger.Warn("opportunistic maintenance not claimed", "pool", p.Name, "node", members[0].Name, "err", err)
 		}
 		all = e.cachedViews()
+	}
+}
+
+// noteOptOut records, when no unit of the pool may go, the unit that would go but for a pod that opted out: it waits
+// (reason pod_opt_out) until the pod ends.
+func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idleTracker, waits map[string]opportunisticWait) {
+	in.OptedOut = nil
+	held, _ := policy.PickOpportunistic(in)
+	if held == nil {
+		return
+	}
+	pod := ""
+	for _, n := range held {
+		if pod = t.optOut(n); pod != "" {
+			break
+		}
+	}
+	waits[pool] = opportunisticWait{code: policy.WaitPodOptOut, nodes: len(held)}
+	key := held[0].Maintenance.Key() + "|" + policy.WaitPodOptOut
+	if e.noteOnce(e.opportunisticWaited, held[0].Name, key) {
+		e.event(held[0].Name, held[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: pod %s asked not to be disrupted (annotation %s or %s); optional work waits until it ends",
+			nodeview.OpportunisticMaintenance, pod, policy.AnnotationDoNotDisrupt, policy.AnnotationKarpenterDoNotDisrupt)
+		e.logger.Info("opportunistic maintenance waits for a pod that opted out", "pool", pool, "node", held[0].Name, "pod", pod)
 	}
 }
 

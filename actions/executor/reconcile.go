@@ -454,10 +454,30 @@ func (e *Executor) startDrain(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return fmt.Errorf("cordoning: %w", err)
 	}
-	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)", how, time.Duration(e.config().Drain.Timeout))
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonDrainStarted, "%s; draining (timeout %s)%s", how, time.Duration(e.config().Drain.Timeout),
+		e.optOutsIgnored(ctx, node.Name))
 	e.logger.Info("drain started", "node", node.Name, "cordon", how)
 	e.drainAsync(ctx, drained)
 	return nil
+}
+
+// optOutsIgnored says which pods on the node asked not to be disrupted: a drain is mandatory work and goes anyway.
+func (e *Executor) optOutsIgnored(ctx context.Context, node string) string {
+	pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for i := range pods.Items {
+		if policy.OptsOut(&pods.Items[i]) {
+			names = append(names, pods.Items[i].Namespace+"/"+pods.Items[i].Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; pods %s asked not to be disrupted, but this drain serves maintenance that will stop them anyway",
+		strings.Join(names, ", "))
 }
 
 // requestMaintenance sets perform-maintenance=true: GKE starts the scheduled maintenance. The lifecycle only gets

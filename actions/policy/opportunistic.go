@@ -26,13 +26,16 @@ type OpportunisticInput struct {
 	// AlertSaysReschedulable reports a live alert for the node whose can_reschedule label (the node agent's metadata)
 	// is true: it counts where GKE's annotation says nothing. Nil: none.
 	AlertSaysReschedulable func(*nodeview.View) bool
-	Now                    time.Time
+	// OptedOut names a pod on the node that asked not to be disrupted (OptsOut), or "". Nil: none.
+	OptedOut func(*nodeview.View) string
+	Now      time.Time
 }
 
 // PickOpportunistic chooses the unit (a node, or a whole multi-host TPU slice) of the pool that may start its
 // reschedulable maintenance now because it is idle: every node of it idle for nodeIdleTime, with maintenance that
 // GKE says can be rescheduled (its annotation, else a live alert's can_reschedule) starting within window, not opted out (cloud.google.com/opportunistic-disable=true)
-// and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config); and taking it keeps
+// and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config), with no pod on it opted out
+// (OptsOut); and taking it keeps
 // minNodes units of the pool available. The unit whose maintenance comes first wins. It returns nil when none may go,
 // else the unit's nodes and a reason for the Event.
 func PickOpportunistic(in OpportunisticInput) ([]*nodeview.View, string) {
@@ -70,7 +73,8 @@ func PickOpportunistic(in OpportunisticInput) ([]*nodeview.View, string) {
 			m := n.Maintenance
 			idle := in.Idle(n)
 			if !in.Claimable(n) || !in.reschedulable(n, m) || m.Start().Sub(in.Now) > time.Duration(o.Window) ||
-				idle < time.Duration(o.NodeIdleTime) || n.OpportunisticDisabled || n.OpportunisticConfigured {
+				idle < time.Duration(o.NodeIdleTime) || n.OpportunisticDisabled || n.OpportunisticConfigured ||
+				(in.OptedOut != nil && in.OptedOut(n) != "") {
 				ok = false
 				break
 			}

@@ -30,6 +30,9 @@ const (
 	WaitWindow     = "window"
 	WaitPoolBudget = "pool_budget"
 	WaitClusterCap = "cluster_cap"
+	// WaitOtherOwner: another hand (GKE's maintenance handler, Cluster Autoscaler, NVSentinel, a cordon) holds a
+	// node of the operation; it is never drained or uncordoned by this service.
+	WaitOtherOwner = "other_owner"
 )
 
 // Decision is a verdict with the governing pool (empty when none matched), a reason for events and logs, and for
@@ -195,6 +198,15 @@ func Decide(cfg *config.Config, in Input) Decision {
 		return refuse("perform-maintenance is already requested on the node")
 	}
 
+	members := in.Members
+	if len(members) == 0 {
+		members = []*nodeview.View{node}
+	}
+	for _, n := range members {
+		if owner := n.HeldBy; owner != "" {
+			return wait(WaitOtherOwner, "node %s is held by %s (cordoned or being drained by another hand); this service waits and never drains or uncordons it", n.Name, owner)
+		}
+	}
 	if cfg.Paused {
 		return wait(WaitPaused, "the policy is paused")
 	}
@@ -214,10 +226,6 @@ func Decide(cfg *config.Config, in Input) Decision {
 		return wait(WaitWindow, "outside every maintenance window")
 	}
 
-	members := in.Members
-	if len(members) == 0 {
-		members = []*nodeview.View{node}
-	}
 	// added is how many more nodes become disrupted if the operation starts. A group goes as a whole, so the
 	// cluster cap must have room for all of it: taking a coupled pool or a slice half-way disrupts it twice.
 	added := 0

@@ -188,9 +188,24 @@ func TestDecide(t *testing.T) {
 			want:    Act,
 		},
 		{
-			name: "a candidate already cordoned by someone else fills no new slot",
+			name: "a candidate cordoned by someone else waits for that hand",
 			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, cordoned),
-			want: Act,
+			want: Wait, reason: "held by cordon", code: WaitOtherOwner,
+		},
+		{
+			name: "a candidate Cluster Autoscaler is removing waits",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, func(n *corev1.Node) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: nodeview.TaintClusterAutoscalerToBeDeleted, Effect: corev1.TaintEffectNoSchedule})
+			}),
+			want: Wait, reason: "held by cluster-autoscaler", code: WaitOtherOwner,
+		},
+		{
+			name: "a candidate NVSentinel quarantined waits",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, func(n *corev1.Node) {
+				cordoned(n)
+				n.Annotations = map[string]string{nodeview.AnnotationNVSentinelQuarantine: "{}"}
+			}),
+			want: Wait, reason: "held by nvsentinel", code: WaitOtherOwner,
 		},
 		{
 			name: "percent maxUnavailable: 25% of 8 is 2, one taken",
@@ -234,8 +249,13 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "parallel pool acts on every node at once",
-			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodeview.Draining), ours(nodeview.Accepted), cordoned),
+			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodeview.Draining), ours(nodeview.Accepted)),
 			want: Act, reason: "parallel",
+		},
+		{
+			name: "parallel pool waits while another hand holds a member",
+			req:  drain, node: "train-3", cluster: fleet("train", "a3-train", 8, ours(nodeview.Draining), ours(nodeview.Accepted), cordoned),
+			want: Wait, reason: "node train-2 is held by cordon", code: WaitOtherOwner,
 		},
 		{
 			name:   "cluster cap as a count",

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
@@ -39,6 +40,10 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		Default("200").Int()
 	reloadInterval := cmd.Flag("config.reload-interval", "How often the policy file is checked for changes (it is also reloaded on SIGHUP).").
 		Default(actions.DefaultReloadInterval.String()).Duration()
+	alertmanagerURLs := cmd.Flag("alertmanager.url", "Alertmanager to keep silences in while work runs on a node, e.g. http://alertmanager:9093 (repeatable: the peers of one HA cluster; the first that answers is used).").
+		URLList()
+	alertmanagerHTTPConfig := cmd.Flag("alertmanager.http-config.file", "HTTP client configuration for Alertmanager (TLS, basic auth, bearer token, OAuth 2.0; Prometheus' http_config format).").
+		ExistingFile()
 
 	return func(ctx context.Context, logger *slog.Logger) error {
 		cfg, err := config.Load(*configFile)
@@ -63,6 +68,19 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		}
 		namespace := os.Getenv("POD_NAMESPACE")
 		reg := selfRegistry()
+		var silencer *silence.Silencer
+		if len(*alertmanagerURLs) > 0 {
+			httpClient, err := silence.LoadHTTPClient(*alertmanagerHTTPConfig)
+			if err != nil {
+				return err
+			}
+			silencer, err = silence.New(logger, silence.Options{URLs: *alertmanagerURLs, HTTPClient: httpClient, Registerer: reg})
+			if err != nil {
+				return err
+			}
+		} else if *alertmanagerHTTPConfig != "" {
+			return fmt.Errorf("--alertmanager.http-config.file needs --alertmanager.url")
+		}
 		svc, err := actions.New(logger, actions.Options{
 			Config:          cfg,
 			DryRun:          *dryRun,
@@ -72,6 +90,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			LeaseNamespace:  namespace,
 			MaxRequestBytes: int64(*maxRequest),
 			WebhookUsers:    *users,
+			Silencer:        silencer,
 			Registerer:      reg,
 		})
 		if err != nil {

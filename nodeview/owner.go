@@ -1,0 +1,47 @@
+package nodeview
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+)
+
+// The other hands that cordon, taint or drain nodes, as they mark the Node.
+const (
+	// TaintClusterAutoscalerToBeDeleted is Cluster Autoscaler's taint on a node it is draining to remove.
+	TaintClusterAutoscalerToBeDeleted = "ToBeDeletedByClusterAutoscaler"
+	// AnnotationNVSentinelQuarantine is the annotation NVSentinel's fault-quarantine module sets on a node it
+	// cordoned for a GPU health event.
+	AnnotationNVSentinelQuarantine = "quarantineHealthEvent"
+)
+
+// Holders of a node other than this service (OtherOwner).
+const (
+	// OwnerGKEMaintenanceHandler: GKE's maintenance-handler DaemonSet (from k8s-node-termination-handler) tainted
+	// the node with cloud.google.com/impending-node-termination and drains it.
+	OwnerGKEMaintenanceHandler = "gke-maintenance-handler"
+	OwnerClusterAutoscaler     = "cluster-autoscaler"
+	OwnerNVSentinel            = "nvsentinel"
+	// OwnerCordon: cordoned by someone else (kubectl, GKE auto-repair, another controller) without a known mark.
+	OwnerCordon = "cordon"
+)
+
+// OtherOwner names who other than this service holds the node (cordoned it, or is draining it), or "". A cordon is
+// ours only when AnnotationCordonedBy says so.
+func OtherOwner(node *corev1.Node) string {
+	for _, t := range node.Spec.Taints {
+		switch t.Key {
+		case gke.TaintImpendingTermination:
+			return OwnerGKEMaintenanceHandler
+		case TaintClusterAutoscalerToBeDeleted:
+			return OwnerClusterAutoscaler
+		}
+	}
+	if _, ok := node.Annotations[AnnotationNVSentinelQuarantine]; ok {
+		return OwnerNVSentinel
+	}
+	if node.Spec.Unschedulable && node.Annotations[AnnotationCordonedBy] == "" {
+		return OwnerCordon
+	}
+	return ""
+}
