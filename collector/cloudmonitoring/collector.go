@@ -240,7 +240,7 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 		c.requests.WithLabelValues(metric, codes.OK.String())
 	}
 	clusters := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: collector.Namespace,
+		Namespace: nodeview.Namespace,
 		Name:      "cloudmonitoring_cluster_info",
 		Help:      "The clusters whose interruptions are listed (1 each; cluster_location empty: any), and where the choice came from (source: flag, metadata, or all: every cluster of the projects).",
 	}, []string{"cluster_location", "cluster_name", "source"})
