@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	k8smetadata "k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -68,7 +73,7 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			if err != nil {
 				return fmt.Errorf("creating Kubernetes metadata client: %w", err)
 			}
-			wc, err := workloads.New(logger.With("collector", "workloads"), client, meta, readinessFlags.Config())
+			wc, err := workloads.New(logger.With("collector", "workloads"), client, meta, readinessFlags.Config(), reg)
 			if err != nil {
 				return err
 			}
@@ -77,21 +82,43 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			synced = append(synced, wc.HasSynced)
 		}
 		if *enableCloudMonitoring && cloudMonitoring.Active() {
+			cfg, err := cloudMonitoring.Config()
+			if err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("cloudmonitoring collector: %w", err)
+			}
 			client, err := cloudmonitoring.NewClient(ctx, *cloudMonitoring.Endpoint, *cloudMonitoring.Insecure)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
-			cfg := cloudMonitoring.Config()
-			if len(cfg.Clusters) == 0 {
-				cfg.Clusters, cfg.Location = ownCluster(ctx, logger)
-			}
-			mc, err := cloudmonitoring.New(logger.With("collector", "cloudmonitoring"), client, cfg, reg)
-			if err != nil {
-				return fmt.Errorf("cloudmonitoring collector: %w", err)
-			}
-			go mc.Run(ctx)
-			collectors["cloudmonitoring"] = mc
+			// Until its own cluster is known the collector does not list (listing every cluster instead would mix
+			// other clusters into this one's pools) and fails every scrape, saying why.
+			pending := &pendingCollector{reason: errors.New("own cluster not known yet (metadata server)")}
+			collectors["cloudmonitoring"] = pending
+			go func() {
+				cfg := cfg
+				if len(cfg.Clusters) == 0 {
+					var ok bool
+					if cfg.Clusters, ok = ownCluster(ctx, logger, clusterBackoff); !ok {
+						return
+					}
+					cfg.ClusterSource = cloudmonitoring.SourceMetadata
+					if len(cfg.Clusters) == 0 {
+						cfg.ClusterSource = cloudmonitoring.SourceAll
+					}
+				}
+				mc, err := cloudmonitoring.New(logger.With("collector", "cloudmonitoring"), client, cfg, reg)
+				if err != nil {
+					logger.Error("cloudmonitoring collector", "err", err)
+					pending.set(nil, err)
+					return
+				}
+				pending.set(mc, nil)
+				mc.Run(ctx)
+			}()
 		} else if *enableCloudMonitoring {
 			logger.Info("cloudmonitoring collector inactive: no --cloudmonitoring.project given")
 		}
@@ -116,16 +143,71 @@ func clusterCommand(app *kingpin.Application) runFunc {
 	}
 }
 
-// ownCluster is the GKE cluster the exporter runs in, from the metadata server's instance attributes, so that by
-// default only its own interruptions are listed; none when they cannot be read (then every cluster is listed).
-func ownCluster(ctx context.Context, logger *slog.Logger) (clusters []string, location string) {
-	attrs, err := metadata.Attributes(ctx, 3*time.Second, "cluster-name", "cluster-location")
-	if name := attrs["cluster-name"]; err == nil && name != "" {
-		logger.Info("listing the interruptions of this cluster only (set --cloudmonitoring.cluster to choose)",
-			"cluster_name", name, "cluster_location", attrs["cluster-location"])
-		return []string{name}, attrs["cluster-location"]
+// pendingCollector stands in for a collector still being set up: a scrape fails with its reason until it is set.
+type pendingCollector struct {
+	mu     sync.Mutex
+	c      collector.Collector
+	reason error
+}
+
+func (p *pendingCollector) set(c collector.Collector, reason error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.c, p.reason = c, reason
+}
+
+func (p *pendingCollector) Update(ch chan<- prometheus.Metric) error {
+	p.mu.Lock()
+	c, reason := p.c, p.reason
+	p.mu.Unlock()
+	if c == nil {
+		return reason
 	}
-	logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, no cluster-name attribute on the metadata server): "+
-		"listing the interruptions of every cluster of the projects", "err", err)
-	return nil, ""
+	return c.Update(ch)
+}
+
+// clusterBackoff paces the own-cluster look-ups: a GKE node's metadata server can refuse or fail requests for a
+// while as a pod starts.
+var clusterBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 30 * time.Second, Steps: math.MaxInt32}
+
+// noServerAttempts is how many look-ups finding no metadata server at all (nothing listening, no such host) mean
+// the exporter does not run on GCE.
+const noServerAttempts = 5
+
+// ownCluster is the GKE cluster the exporter runs in, from the metadata server's instance attributes, so that by
+// default only its own interruptions are listed. It retries, with backoff, for as long as a metadata server is
+// there but fails or is slow; it settles for every cluster (none returned) only when the metadata server answers
+// that the VM has no cluster-name attribute, or when none is found after a few attempts (not on GCE). ok is false
+// when ctx ended first.
+func ownCluster(ctx context.Context, logger *slog.Logger, backoff wait.Backoff) (clusters []cloudmonitoring.Cluster, ok bool) {
+	for attempt := 1; ; attempt++ {
+		attrs, err := metadata.Attributes(ctx, 3*time.Second, "cluster-name", "cluster-location")
+		switch name := attrs["cluster-name"]; {
+		case err == nil && name != "":
+			cluster := cloudmonitoring.Cluster{Location: attrs["cluster-location"], Name: name}
+			logger.Info("listing the interruptions of this cluster only (set --cloudmonitoring.cluster to choose)",
+				"cluster_name", cluster.Name, "cluster_location", cluster.Location)
+			return []cloudmonitoring.Cluster{cluster}, true
+		case err == nil:
+			logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, the metadata server has no cluster-name " +
+				"attribute): listing the interruptions of every cluster of the projects")
+			return nil, true
+		case metadata.NoServer(err) && attempt >= noServerAttempts:
+			logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, no metadata server): listing the "+
+				"interruptions of every cluster of the projects", "err", err)
+			return nil, true
+		}
+		delay := backoff.Step()
+		level := slog.LevelDebug
+		if attempt == 1 {
+			level = slog.LevelWarn
+		}
+		logger.Log(ctx, level, "own cluster not known yet; Cloud Monitoring not listed until it is",
+			"attempt", attempt, "retry_in", delay.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(delay):
+		}
+	}
 }

@@ -110,7 +110,9 @@ func TestClusterReadyOnlyAfterNodeListSynced(t *testing.T) {
 }
 
 // TestClusterListsItsOwnClusterByDefault: without --cloudmonitoring.cluster the exporter reads its cluster from the
-// metadata server and lists only that one's interruptions; where the metadata server has none, every cluster.
+// metadata server and lists only that one's interruptions, also when the metadata server fails or is slow at first
+// (meanwhile it lists nothing and says so); where there is no metadata server, every cluster. A location/name flag
+// keeps a same-named cluster elsewhere out.
 func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 	mon := monsim.New(monsim.Options{})
 	monAddr, err := mon.Start("")
@@ -127,17 +129,32 @@ func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 	series := func(location, cluster string) string {
 		return fmt.Sprintf(`cluster_location=%q,cluster_name=%q,cluster_project_id="p1"`, location, cluster)
 	}
+	own := &mdsim.Instance{Name: "n", ID: "1", Zone: "us-central1-a", ProjectID: "p1", NumericProjectID: "1",
+		ClusterName: "train", ClusterLocation: "us-central1"}
 	for _, tc := range []struct {
 		name     string
 		instance *mdsim.Instance
+		fault    func(md *mdsim.Server)
+		args     []string
 		want     []string
 		unwanted []string
 	}{
-		{"own cluster", &mdsim.Instance{Name: "n", ID: "1", Zone: "us-central1-a", ProjectID: "p1", NumericProjectID: "1",
-			ClusterName: "train", ClusterLocation: "us-central1"},
+		{"own cluster", own, nil, nil,
+			[]string{series("us-central1", "train"), `gke_disruption_cloudmonitoring_cluster_info{cluster_location="us-central1",cluster_name="train",source="metadata"} 1`},
+			[]string{series("us-central1", "serve"), series("europe-west4", "train")}},
+		{"metadata server failing at start", own, func(md *mdsim.Server) { md.Fail(mdsim.KeyClusterName, http.StatusServiceUnavailable, 3) }, nil,
 			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}},
-		{"no metadata server", nil,
-			[]string{series("us-central1", "train"), series("us-central1", "serve"), series("europe-west4", "train")}, nil},
+		{"metadata server slow at start", own, func(md *mdsim.Server) {
+			md.Delay(mdsim.KeyClusterName, 4*time.Second)
+			time.AfterFunc(5*time.Second, func() { md.Delay(mdsim.KeyClusterName, 0) })
+		}, nil,
+			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}},
+		{"no metadata server", nil, nil, nil,
+			[]string{series("us-central1", "train"), series("us-central1", "serve"), series("europe-west4", "train"),
+				`gke_disruption_cloudmonitoring_cluster_info{cluster_location="",cluster_name="",source="all"} 1`}, nil},
+		{"location/name flag", own, nil, []string{"--cloudmonitoring.cluster=europe-west4/train"},
+			[]string{series("europe-west4", "train"), `gke_disruption_cloudmonitoring_cluster_info{cluster_location="europe-west4",cluster_name="train",source="flag"} 1`},
+			[]string{series("us-central1", "serve"), series("us-central1", "train")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.instance != nil {
@@ -145,26 +162,30 @@ func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 				ts := httptest.NewServer(md)
 				t.Cleanup(func() { md.Close(); ts.Close() })
 				t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(ts.URL, "http://"))
+				if tc.fault != nil {
+					tc.fault(md)
+				}
 			} else {
 				t.Setenv("GCE_METADATA_HOST", freeAddress(t)) // nothing listens
 			}
 			addr := freeAddress(t)
-			startCommand(t, clusterCommand, "cluster", "--no-collector.nodes", "--no-collector.workloads", "--web.listen-address="+addr,
-				"--cloudmonitoring.project=p1", "--cloudmonitoring.endpoint="+monAddr, "--cloudmonitoring.insecure",
-				"--cloudmonitoring.interval=200ms")
-			testenv.Eventually(t, 20*time.Second, "the interruptions listed", func() error {
+			startCommand(t, clusterCommand, append([]string{"cluster", "--no-collector.nodes", "--no-collector.workloads", "--web.listen-address=" + addr,
+				"--cloudmonitoring.project=p1", "--cloudmonitoring.endpoint=" + monAddr, "--cloudmonitoring.insecure",
+				"--cloudmonitoring.interval=200ms"}, tc.args...)...)
+			testenv.Eventually(t, 30*time.Second, "the interruptions listed", func() error {
 				_, body, err := get("http://" + addr + "/metrics")
 				if err != nil {
 					return err
 				}
-				for _, want := range tc.want {
-					if !strings.Contains(body, want) {
-						return fmt.Errorf("no series of %s", want)
-					}
-				}
+				// A series of another cluster, once listed, is there for good: fail at once.
 				for _, unwanted := range tc.unwanted {
 					if strings.Contains(body, unwanted) {
-						return fmt.Errorf("a series of %s, another cluster", unwanted)
+						t.Fatalf("a series of %s, another cluster:\n%s", unwanted, body)
+					}
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(body, want) {
+						return fmt.Errorf("no %s", want)
 					}
 				}
 				return nil

@@ -49,6 +49,12 @@ const (
 // maxPageSize is the API's largest page, in points.
 const maxPageSize = 100000
 
+// defaultMaxPages bounds one listing: at the API's largest page, a day of one-minute points of some 70,000 series.
+const defaultMaxPages = 1000
+
+// minListingTimeout is the shortest default deadline of one listing, however short the interval.
+const minListingTimeout = time.Minute
+
 var (
 	nodeDesc = prometheus.NewDesc("gke_node_interruptions_total",
 		"Node interruptions reported by Cloud Monitoring (kubernetes.io/node/interruption_count).",
@@ -58,16 +64,53 @@ var (
 		[]string{"cluster_project_id", "cluster_location", "cluster_name", "node_pool", "interruption_type", "interruption_reason"}, nil)
 )
 
+// Cluster is one cluster whose interruptions are kept: resource labels cluster_name and, when set, location.
+type Cluster struct {
+	Location string // empty matches a cluster of this name in any location
+	Name     string
+}
+
+// ParseCluster reads "location/name" or a plain "name" (any location).
+func ParseCluster(s string) (Cluster, error) {
+	location, name, found := strings.Cut(s, "/")
+	if !found {
+		location, name = "", s
+	}
+	switch {
+	case name == "" || (found && location == ""):
+		return Cluster{}, fmt.Errorf("cluster %q: want location/name or name", s)
+	case strings.ContainsAny(name, "/ \t\n") || strings.ContainsAny(location, " \t\n"):
+		return Cluster{}, fmt.Errorf("cluster %q: want location/name or name", s)
+	}
+	return Cluster{Location: location, Name: name}, nil
+}
+
+func (c Cluster) String() string {
+	if c.Location == "" {
+		return c.Name
+	}
+	return c.Location + "/" + c.Name
+}
+
 // Config says what to list and how often.
 type Config struct {
-	Projects    []string      // projects whose metrics are listed, each with its own calls
-	Clusters    []string      // cluster_name values to keep; empty keeps all
-	Location    string        // with Clusters, the location (resource label location) to keep; empty keeps all
-	Interval    time.Duration // between listings of one metric and project
-	Lookback    time.Duration // how late a point may turn up and still be counted
-	IdleTimeout time.Duration // a series without points in the current day is dropped after this long idle
-	PageSize    int           // points per page; 0 means the API's largest
+	Projects       []string      // projects whose metrics are listed, each with its own calls
+	Clusters       []Cluster     // clusters to keep; empty keeps all
+	Interval       time.Duration // between listings of one metric and project
+	Lookback       time.Duration // how late a point may turn up and still be counted
+	IdleTimeout    time.Duration // a series without points in the current day is dropped after this long idle
+	PageSize       int           // points per page; 0 means the API's largest
+	MaxPages       int           // pages one listing may take before it is abandoned; 0 means defaultMaxPages
+	ListingTimeout time.Duration // deadline of one listing, all pages; 0 means the interval, at least minListingTimeout
+	ClusterSource  string        // where Clusters came from, for the cluster_info series: a Source* value
 }
+
+// Where the listed clusters came from.
+const (
+	SourceFlag     = "flag"     // --cloudmonitoring.cluster (the default with clusters)
+	SourceMetadata = "metadata" // the metadata server's cluster-name and cluster-location
+	SourceAll      = "all"      // none known: every cluster of the projects (the default without clusters)
+)
 
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
@@ -82,13 +125,13 @@ func (c Config) Validate() error {
 			return fmt.Errorf("project %q given twice", p)
 		}
 	}
-	for _, name := range c.Clusters {
-		if name == "" {
+	for i, cluster := range c.Clusters {
+		if cluster.Name == "" {
 			return errors.New("empty cluster name")
 		}
-	}
-	if c.Location != "" && len(c.Clusters) == 0 {
-		return errors.New("a cluster location without a cluster name")
+		if slices.Contains(c.Clusters[:i], cluster) {
+			return fmt.Errorf("cluster %s given twice", cluster)
+		}
 	}
 	switch {
 	case c.Interval <= 0:
@@ -99,6 +142,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("idle timeout %v: must be positive", c.IdleTimeout)
 	case c.PageSize < 0 || c.PageSize > maxPageSize:
 		return fmt.Errorf("page size %d: must be between 0 and %d", c.PageSize, maxPageSize)
+	case c.MaxPages < 0:
+		return fmt.Errorf("page limit %d: must not be negative", c.MaxPages)
+	case c.ListingTimeout < 0:
+		return fmt.Errorf("listing timeout %v: must not be negative", c.ListingTimeout)
 	}
 	return nil
 }
@@ -185,14 +232,33 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 	for _, project := range cfg.Projects {
 		c.queries = append(c.queries,
 			&query{metricType: MetricNodeInterruptions, project: project, family: nodes, labels: nodeLabels,
-				filter: listFilter(MetricNodeInterruptions, resourceNode, cfg.Clusters, cfg.Location)},
+				filter: listFilter(MetricNodeInterruptions, resourceNode, cfg.Clusters)},
 			&query{metricType: MetricNodePoolInterruptions, project: project, family: pools, labels: nodePoolLabels,
-				filter: listFilter(MetricNodePoolInterruptions, resourceNodePool, cfg.Clusters, cfg.Location)})
+				filter: listFilter(MetricNodePoolInterruptions, resourceNodePool, cfg.Clusters)})
 	}
 	for _, metric := range []string{MetricNodeInterruptions, MetricNodePoolInterruptions} {
 		c.requests.WithLabelValues(metric, codes.OK.String())
 	}
-	for _, m := range []prometheus.Collector{c.requests, c.lastSuccess} {
+	clusters := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: nodeview.Namespace,
+		Name:      "cloudmonitoring_cluster_info",
+		Help:      "The clusters whose interruptions are listed (1 each; cluster_location empty: any), and where the choice came from (source: flag, metadata, or all: every cluster of the projects).",
+	}, []string{"cluster_location", "cluster_name", "source"})
+	source := cfg.ClusterSource
+	switch {
+	case source != "":
+	case len(cfg.Clusters) == 0:
+		source = SourceAll
+	default:
+		source = SourceFlag
+	}
+	if len(cfg.Clusters) == 0 {
+		clusters.WithLabelValues("", "", source).Set(1)
+	}
+	for _, cluster := range cfg.Clusters {
+		clusters.WithLabelValues(cluster.Location, cluster.Name, source).Set(1)
+	}
+	for _, m := range []prometheus.Collector{c.requests, c.lastSuccess, clusters} {
 		if err := reg.Register(m); err != nil {
 			return nil, err
 		}
@@ -200,21 +266,20 @@ func New(logger *slog.Logger, client *monitoring.MetricClient, cfg Config, reg p
 	return c, nil
 }
 
-// listFilter selects one metric and resource type, and the clusters (and location) asked for.
-func listFilter(metricType, resourceType string, clusters []string, location string) string {
+// listFilter selects one metric and resource type, and the clusters (each in its location, if given) asked for.
+func listFilter(metricType, resourceType string, clusters []Cluster) string {
 	f := "metric.type = " + strconv.Quote(metricType) + " AND resource.type = " + strconv.Quote(resourceType)
 	if len(clusters) == 0 {
 		return f
 	}
 	alternatives := make([]string, len(clusters))
-	for i, name := range clusters {
-		alternatives[i] = "resource.labels.cluster_name = " + strconv.Quote(name)
+	for i, cluster := range clusters {
+		alternatives[i] = "resource.labels.cluster_name = " + strconv.Quote(cluster.Name)
+		if cluster.Location != "" {
+			alternatives[i] = "(" + alternatives[i] + " AND resource.labels.location = " + strconv.Quote(cluster.Location) + ")"
+		}
 	}
-	f += " AND (" + strings.Join(alternatives, " OR ") + ")"
-	if location != "" {
-		f += " AND resource.labels.location = " + strconv.Quote(location)
-	}
-	return f
+	return f + " AND (" + strings.Join(alternatives, " OR ") + ")"
 }
 
 func nodeLabels(dst []string, ts *monitoringpb.TimeSeries, project string) []string {
@@ -275,6 +340,30 @@ var errPartial = errors.New("partial answer")
 // codePartial counts, in requests_total, calls answered with execution errors.
 const codePartial = "Partial"
 
+// errUnbounded is a listing abandoned because its pages did not end: a page token came back a second time, or the
+// pages went past the limit. Listing on would call the API forever and burn the project's shared quota.
+var errUnbounded = errors.New("listing abandoned")
+
+// Codes counted, in requests_total, for the call whose answer ended a listing that did not end by itself.
+const (
+	codeRepeatedPageToken = "RepeatedPageToken"
+	codeTooManyPages      = "TooManyPages"
+)
+
+func (c *Collector) maxPages() int {
+	if c.cfg.MaxPages > 0 {
+		return c.cfg.MaxPages
+	}
+	return defaultMaxPages
+}
+
+func (c *Collector) listingTimeout() time.Duration {
+	if c.cfg.ListingTimeout > 0 {
+		return c.cfg.ListingTimeout
+	}
+	return max(c.cfg.Interval, minListingTimeout)
+}
+
 // windowStartLocked is where q's next listing starts (exclusive): the look-back before its last complete listing,
 // never before the exposed day nor the idle time, which bound a catch-up after an outage; the whole day at first.
 func (c *Collector) windowStartLocked(q *query, now time.Time) time.Time {
@@ -307,12 +396,16 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	}
 	// The client's own retries are off: this loop backs off itself. Each page is fetched with one call, so that every
 	// call is counted by its code and every response is checked for execution errors (the iterator's own paging
-	// may make several calls per page it hands out).
-	it := c.client.ListTimeSeries(ctx, req, gax.WithRetry(nil))
+	// may make several calls per page it hands out). A listing has a deadline and a page limit, and stops at a
+	// page token it has seen: whatever the API answers, a listing ends.
+	listCtx, cancel := context.WithTimeout(ctx, c.listingTimeout())
+	defer cancel()
+	it := c.client.ListTimeSeries(listCtx, req, gax.WithRetry(nil))
 	var err error
 	var ignored int
 	token := ""
-	for {
+	seen := map[string]bool{}
+	for pages := 1; ; pages++ {
 		page, next, pageErr := it.InternalFetch(c.cfg.PageSize, token)
 		code := grpcCode(pageErr).String()
 		var partial []string
@@ -321,7 +414,16 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 				partial = append(partial, codes.Code(e.GetCode()).String()+": "+e.GetMessage())
 			}
 		}
-		if len(partial) > 0 {
+		var unbounded error
+		switch {
+		case pageErr != nil:
+		case next != "" && seen[next]:
+			code = codeRepeatedPageToken
+			unbounded = fmt.Errorf("%w: page token %q came back after %d pages", errUnbounded, next, pages)
+		case next != "" && pages >= c.maxPages():
+			code = codeTooManyPages
+			unbounded = fmt.Errorf("%w: more than %d pages", errUnbounded, c.maxPages())
+		case len(partial) > 0:
 			code = codePartial
 		}
 		c.requests.WithLabelValues(q.metricType, code).Inc()
@@ -329,15 +431,20 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 			err = fmt.Errorf("listing %s in project %s: %w", q.metricType, q.project, pageErr)
 			break
 		}
-		// Points of a partial page are real: counting them is safe, since the window stays and a point is counted
-		// once however often it is listed.
+		// Points of a partial or abandoned listing are real: counting them is safe, since the window stays and a
+		// point is counted once however often it is listed.
 		ignored += c.apply(q, page, now, fresh)
 		if len(partial) > 0 && err == nil {
 			err = fmt.Errorf("listing %s in project %s: %w: %s", q.metricType, q.project, errPartial, strings.Join(partial, "; "))
 		}
+		if unbounded != nil {
+			err = fmt.Errorf("listing %s in project %s: %w", q.metricType, q.project, unbounded)
+			break
+		}
 		if next == "" {
 			break
 		}
+		seen[next] = true
 		token = next
 	}
 	if ignored > 0 {
@@ -367,7 +474,10 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	if err != nil {
 		if ctx.Err() == nil {
 			logCode := code.String()
-			if errors.Is(err, errPartial) {
+			switch {
+			case errors.Is(err, errUnbounded):
+				logCode = "Unbounded"
+			case errors.Is(err, errPartial):
 				logCode = codePartial
 			}
 			c.logger.Error("Cloud Monitoring listing failed", "metric", q.metricType, "project", q.project,

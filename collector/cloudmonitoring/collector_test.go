@@ -393,7 +393,7 @@ func TestPagination(t *testing.T) {
 func TestClusterFilter(t *testing.T) {
 	h := newHarness(t, monsim.Options{})
 	cfg := testConfig()
-	cfg.Clusters = []string{"train"}
+	cfg.Clusters = []Cluster{{Name: "train"}}
 	e := h.newExporter(cfg)
 	e.poll()
 	h.record(monsim.Interruption{Cluster: "train", Node: "t1", NodePool: "a3", Type: "T", Reason: "R", Count: 1})
@@ -528,7 +528,9 @@ func TestConfigValidate(t *testing.T) {
 		"no project":          func(c *Config) { c.Projects = nil },
 		"project with slash":  func(c *Config) { c.Projects = []string{"projects/p1"} },
 		"project twice":       func(c *Config) { c.Projects = []string{"p1", "p2", "p1"} },
-		"empty cluster":       func(c *Config) { c.Clusters = []string{""} },
+		"empty cluster":       func(c *Config) { c.Clusters = []Cluster{{Location: "us-central1"}} },
+		"cluster twice":       func(c *Config) { c.Clusters = []Cluster{{Name: "a"}, {Name: "a"}} },
+		"negative page limit": func(c *Config) { c.MaxPages = -1 },
 		"zero interval":       func(c *Config) { c.Interval = 0 },
 		"negative look-back":  func(c *Config) { c.Lookback = -time.Minute },
 		"zero idle timeout":   func(c *Config) { c.IdleTimeout = 0 },

@@ -168,16 +168,15 @@ func TestPointValue(t *testing.T) {
 
 func TestListFilter(t *testing.T) {
 	for _, tc := range []struct {
-		clusters []string
-		location string
+		clusters []Cluster
 		want     string
 	}{
-		{nil, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node"`},
-		{[]string{"train"}, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train")`},
-		{[]string{"train"}, "us-central1", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train") AND resource.labels.location = "us-central1"`},
-		{[]string{"a", `b"c`}, "", `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "a" OR resource.labels.cluster_name = "b\"c")`},
+		{nil, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node"`},
+		{[]Cluster{{Name: "train"}}, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "train")`},
+		{[]Cluster{{Location: "us-central1", Name: "train"}}, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND ((resource.labels.cluster_name = "train" AND resource.labels.location = "us-central1"))`},
+		{[]Cluster{{Name: "a"}, {Location: "europe-west4", Name: `b"c`}}, `metric.type = "kubernetes.io/node/interruption_count" AND resource.type = "k8s_node" AND (resource.labels.cluster_name = "a" OR (resource.labels.cluster_name = "b\"c" AND resource.labels.location = "europe-west4"))`},
 	} {
-		if got := listFilter(MetricNodeInterruptions, resourceNode, tc.clusters, tc.location); got != tc.want {
+		if got := listFilter(MetricNodeInterruptions, resourceNode, tc.clusters); got != tc.want {
 			t.Errorf("listFilter(%q):\n got %s\nwant %s", tc.clusters, got, tc.want)
 		}
 	}

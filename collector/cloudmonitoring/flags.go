@@ -1,6 +1,7 @@
 package cloudmonitoring
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -23,8 +24,9 @@ func AddFlags(cmd *kingpin.CmdClause) *Flags {
 		Projects: cmd.Flag("cloudmonitoring.project",
 			"Project whose GKE interruption metrics are read (repeatable). The collector is active only with at least one.").Strings(),
 		Clusters: cmd.Flag("cloudmonitoring.cluster",
-			"Only read interruptions of this cluster (repeatable; default: the exporter's own, from the metadata server's "+
-				"instance/attributes/cluster-name and cluster-location, else every cluster of the projects).").Strings(),
+			"Only read interruptions of this cluster, location/name (a plain name matches that name in every location; "+
+				"repeatable; default: the exporter's own, from the metadata server's instance/attributes/cluster-name and "+
+				"cluster-location, else every cluster of the projects).").PlaceHolder("LOCATION/NAME").Strings(),
 		Interval: cmd.Flag("cloudmonitoring.interval",
 			"How often each interruption metric is listed per project.").Default("60s").Duration(),
 		Lookback: cmd.Flag("cloudmonitoring.lookback",
@@ -44,12 +46,19 @@ func AddFlags(cmd *kingpin.CmdClause) *Flags {
 func (f *Flags) Active() bool { return len(*f.Projects) > 0 }
 
 // Config is the collector configuration the flags describe.
-func (f *Flags) Config() Config {
-	return Config{
+func (f *Flags) Config() (Config, error) {
+	cfg := Config{
 		Projects:    *f.Projects,
-		Clusters:    *f.Clusters,
 		Interval:    *f.Interval,
 		Lookback:    *f.Lookback,
 		IdleTimeout: *f.IdleTimeout,
 	}
+	for _, s := range *f.Clusters {
+		cluster, err := ParseCluster(s)
+		if err != nil {
+			return Config{}, fmt.Errorf("--cloudmonitoring.cluster: %w", err)
+		}
+		cfg.Clusters = append(cfg.Clusters, cluster)
+	}
+	return cfg, nil
 }

@@ -25,8 +25,8 @@ func TestFlagsDefaults(t *testing.T) {
 		t.Error("active without a project")
 	}
 	want := Config{Interval: time.Minute, Lookback: 5 * time.Minute, IdleTimeout: time.Hour}
-	if got := f.Config(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("defaults: %+v, want %+v", got, want)
+	if got, err := f.Config(); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("defaults: %+v (%v), want %+v", got, err, want)
 	}
 	if *f.Endpoint != "" || *f.Insecure {
 		t.Errorf("endpoint %q insecure %v by default", *f.Endpoint, *f.Insecure)
@@ -35,18 +35,27 @@ func TestFlagsDefaults(t *testing.T) {
 
 func TestFlagsRepeatable(t *testing.T) {
 	f := parse(t, "--cloudmonitoring.project=p1", "--cloudmonitoring.project=p2",
-		"--cloudmonitoring.cluster=train", "--cloudmonitoring.cluster=serve", "--cloudmonitoring.interval=30s",
+		"--cloudmonitoring.cluster=train", "--cloudmonitoring.cluster=europe-west4/serve", "--cloudmonitoring.interval=30s",
 		"--cloudmonitoring.lookback=10m", "--cloudmonitoring.series-idle-timeout=2h",
 		"--cloudmonitoring.endpoint=127.0.0.1:9", "--cloudmonitoring.insecure")
 	if !f.Active() {
 		t.Error("inactive with two projects")
 	}
-	want := Config{Projects: []string{"p1", "p2"}, Clusters: []string{"train", "serve"}, Interval: 30 * time.Second,
-		Lookback: 10 * time.Minute, IdleTimeout: 2 * time.Hour}
-	if got := f.Config(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("config %+v, want %+v", got, want)
+	want := Config{Projects: []string{"p1", "p2"}, Clusters: []Cluster{{Name: "train"}, {Location: "europe-west4", Name: "serve"}},
+		Interval: 30 * time.Second, Lookback: 10 * time.Minute, IdleTimeout: 2 * time.Hour}
+	if got, err := f.Config(); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("config %+v (%v), want %+v", got, err, want)
 	}
 	if *f.Endpoint != "127.0.0.1:9" || !*f.Insecure {
 		t.Errorf("endpoint %q insecure %v", *f.Endpoint, *f.Insecure)
+	}
+}
+
+func TestFlagsRejectMalformedClusters(t *testing.T) {
+	for _, arg := range []string{"/train", "us-central1/", "a/b/c", "us central1/train"} {
+		f := parse(t, "--cloudmonitoring.project=p1", "--cloudmonitoring.cluster="+arg)
+		if cfg, err := f.Config(); err == nil {
+			t.Errorf("--cloudmonitoring.cluster=%s accepted as %+v", arg, cfg.Clusters)
+		}
 	}
 }

@@ -127,6 +127,17 @@ func (c *client) do(ctx context.Context, target string) (reply, error) {
 	return r, nil
 }
 
+// NoServer reports whether err means no metadata server answered at all: nothing listens at its address, or its
+// host name does not resolve (not on GCE). A server that answers with an error, or too slowly, is not that.
+func NoServer(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return !dnsErr.IsTimeout
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial" && !opErr.Timeout()
+}
+
 // Attributes reads the instance attributes named by keys (instance/attributes/<key>), one attempt each within
 // timeout. A key that is not defined reads as "".
 func Attributes(ctx context.Context, timeout time.Duration, keys ...string) (map[string]string, error) {

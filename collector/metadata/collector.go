@@ -143,6 +143,7 @@ type Collector struct {
 	mu         sync.Mutex
 	state      state
 	lastAnswer map[string]answer
+	unreadable map[string]error // why a path's last value could not be read in full; nil when it could
 	failing    map[string]error // paths whose latest request failed, or that have not answered yet
 	changed    chan struct{}
 	ready      chan struct{}
@@ -165,6 +166,7 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 		node:       node,
 		cfg:        cfg,
 		lastAnswer: map[string]answer{},
+		unreadable: map[string]error{},
 		failing:    map[string]error{},
 		changed:    make(chan struct{}),
 		ready:      make(chan struct{}),
@@ -178,7 +180,7 @@ func New(logger *slog.Logger, node string, reg prometheus.Registerer, cfg Config
 		}, []string{"path"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "last_success_timestamp_seconds",
-			Help: "When the metadata server last answered a request for a path (a hanging GET answers at least every timeout_sec).",
+			Help: "When the metadata server last answered a request for a path with a value the agent could read (a hanging GET answers at least every timeout_sec).",
 		}, []string{"path"}),
 		parseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: nodeview.Namespace, Subsystem: "metadata", Name: "parse_errors_total",

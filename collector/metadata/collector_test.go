@@ -210,10 +210,14 @@ func TestDocumentedValues(t *testing.T) {
 	}
 }
 
+// TestGarbage: a value that cannot be read drops what it cannot say, counts a parse error, and fails its path
+// (success 0, last success held) for as long as the server gives it; a readable value heals it.
 func TestGarbage(t *testing.T) {
 	sim := gkesim.New(testInstance)
 	startSim(t, sim)
-	a := startAgent(t, testConfig)
+	cfg := testConfig
+	cfg.TimeoutSec = 1 // the same value answered again within a second
+	a := startAgent(t, cfg)
 	sim.ScheduleMaintenance(plannedUpdate)
 	expectGolden(t, a, "scheduled")
 
@@ -235,6 +239,17 @@ func TestGarbage(t *testing.T) {
 		sim.Set(tc.key, tc.value)
 		expectGolden(t, a, tc.golden)
 		poll(t, tc.name+": parse error counted", func() bool { return parseErrors(tc.key) == before+1 })
+		poll(t, tc.name+": reported as a failure", func() bool { err := updateErr(a); return err != nil && strings.Contains(err.Error(), tc.key) })
+		held, answered := lastSuccess(a, tc.key), testutil.ToFloat64(a.requests.WithLabelValues(tc.key, "200"))
+		poll(t, tc.name+": the value answered again", func() bool {
+			return testutil.ToFloat64(a.requests.WithLabelValues(tc.key, "200")) > answered
+		})
+		if err := updateErr(a); err == nil {
+			t.Errorf("%s: success while the value cannot be read", tc.name)
+		}
+		if got := lastSuccess(a, tc.key); got != held {
+			t.Errorf("%s: last success moved from %v to %v on an unreadable value", tc.name, held, got)
+		}
 		if t.Failed() {
 			t.Fatalf("%s failed", tc.name)
 		}
@@ -242,6 +257,7 @@ func TestGarbage(t *testing.T) {
 
 	sim.Reset()
 	expectGolden(t, a, "healthy")
+	poll(t, "success again", func() bool { return updateErr(a) == nil })
 }
 
 // TestChangeWithinOneRoundTrip checks that a change is delivered by the hanging GET already parked on the server,

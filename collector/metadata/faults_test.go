@@ -314,3 +314,24 @@ func TestListenerThatNeverAnswers(t *testing.T) {
 		t.Errorf("Update = %v, want a failure", err)
 	}
 }
+
+// TestRecoveryShowsAtOnce: after a failure the agent reads the value plainly before it waits again, so success
+// returns as soon as the server answers, not when a hanging GET with the old ETag times out (here a minute).
+func TestRecoveryShowsAtOnce(t *testing.T) {
+	sim := gkesim.New(testInstance)
+	ts := httptest.NewServer(sim)
+	t.Cleanup(func() { sim.Close(); ts.Close() })
+	p := startProxy(t, strings.TrimPrefix(ts.URL, "http://"))
+	cfg := testConfig
+	cfg.TimeoutSec = 60
+	a := startAgent(t, cfg)
+	expectGolden(t, a, "healthy")
+
+	waitParked(t, sim, gkesim.KeyMaintenanceEvent)
+	sim.Fail(gkesim.KeyMaintenanceEvent, http.StatusServiceUnavailable, 3)
+	p.cut()
+	poll(t, "the outage seen", func() bool {
+		return testutil.ToFloat64(a.requests.WithLabelValues(pathMaintenanceEvent, "503")) == 3
+	})
+	poll(t, "success again well before the hanging GET's timeout", func() bool { return updateErr(a) == nil })
+}

@@ -76,8 +76,10 @@ func (c *Collector) watch(ctx context.Context, p watchedPath) {
 		out := classify(p, r, err)
 		if out == outcomeFailure {
 			c.fail(logger, p, r, err)
-			// Without an ETag a hanging GET could miss a change made during the outage: read the value again.
-			hang = hang && etag != ""
+			// Read the value once, plainly, before waiting again: a hanging GET with the ETag from before the
+			// failure would not answer until the value changes or the wait times out, so success (and any change
+			// made meanwhile) would show only then.
+			hang = false
 			if !sleep(ctx, failures.next()) {
 				return
 			}
@@ -116,18 +118,15 @@ func (c *Collector) fail(logger *slog.Logger, p watchedPath, r reply, err error)
 	c.failing[p.name] = err
 }
 
-// record applies an answer to the state; it reports whether the answer differs from the path's last one.
+// record applies an answer to the state; it reports whether the answer differs from the path's last one. A value
+// that cannot be read in full fails the path, as no answer would, for as long as the server keeps giving it.
 func (c *Collector) record(logger *slog.Logger, p watchedPath, out outcome, r reply) bool {
 	a := answer{outcome: out, body: r.body, tooLarge: r.tooLarge}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prev := c.failing[p.name]; prev != nil && prev != errNotAnswered {
-		logger.Info("metadata server answers again")
-	}
-	c.failing[p.name] = nil
-	c.lastSuccess.WithLabelValues(p.name).SetToCurrentTime()
 	last, answered := c.lastAnswer[p.name]
 	if answered && last == a {
+		c.settleLocked(logger, p, c.unreadable[p.name])
 		return false
 	}
 	c.lastAnswer[p.name] = a
@@ -148,6 +147,8 @@ func (c *Collector) record(logger *slog.Logger, p watchedPath, out outcome, r re
 		c.parseErrors.WithLabelValues(p.name).Inc()
 		logger.Warn("ignoring what cannot be read of a metadata value", "err", err)
 	}
+	c.unreadable[p.name] = err
+	c.settleLocked(logger, p, err)
 	if out == outcomeUnsupported {
 		logger.Info("metadata server does not serve this path; its series stay absent")
 		c.supported.WithLabelValues(p.name).Set(0)
@@ -162,6 +163,21 @@ func (c *Collector) record(logger *slog.Logger, p watchedPath, out outcome, r re
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return true
+}
+
+// settleLocked notes that p answered: a success, or, when its value could not be read, a failure whose last
+// success stays where it was.
+func (c *Collector) settleLocked(logger *slog.Logger, p watchedPath, unreadable error) {
+	prev := c.failing[p.name]
+	if unreadable != nil {
+		c.failing[p.name] = fmt.Errorf("unreadable value: %w", unreadable)
+		return
+	}
+	if prev != nil && prev != errNotAnswered {
+		logger.Info("metadata server answers again")
+	}
+	c.failing[p.name] = nil
+	c.lastSuccess.WithLabelValues(p.name).SetToCurrentTime()
 }
 
 // backoff is a jittered exponential wait.

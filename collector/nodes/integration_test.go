@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -369,4 +370,58 @@ gke_disruption_collector_success{collector="nodes"} %d
 # TYPE gke_node_unschedulable gauge
 gke_node_unschedulable{node="n1"} 1
 `, "gke_node_unschedulable")
+}
+
+// TestConvergenceAfterAPIServerRestart measures how the collector converges when the API server restarts and the
+// cluster changes right after (a node deleted, one created, one moved to another pool): how long until the series
+// are true again, and how long stale series were served with success 1 (never longer than the failure grace). It
+// logs both.
+func TestConvergenceAfterAPIServerRestart(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	pool := func(name string) map[string]string { return map[string]string{"cloud.google.com/gke-nodepool": name} }
+	createNode(t, api.Client, node("n1", pool("a")))
+	createNode(t, api.Client, node("n2", pool("a")))
+	e := startExporter(t, api.Client)
+	testenv.Eventually(t, 30*time.Second, "both nodes", func() error {
+		if body := e.scrape(); !strings.Contains(body, `node="n1"`) || !strings.Contains(body, `node="n2"`) {
+			return fmt.Errorf("nodes missing")
+		}
+		return nil
+	})
+
+	api.StopAPIServer()
+	api.StartAgain()
+	restarted := time.Now()
+	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createNode(t, api.Client, node("n3", pool("b")))
+	patchNode(t, api.Client, "n2", `{"metadata":{"labels":{"cloud.google.com/gke-nodepool":"b"}}}`)
+	changed := time.Now()
+
+	truthful := func(body string) bool {
+		return !strings.Contains(body, `node="n1"`) && strings.Contains(body, `node="n3"`) &&
+			strings.Contains(body, `node="n2",node_pool="b"`)
+	}
+	var staleWithSuccess time.Duration
+	var lastScrape time.Time
+	testenv.Eventually(t, 120*time.Second, "series true after the restart", func() error {
+		now := time.Now()
+		body := e.scrape()
+		if truthful(body) {
+			return nil
+		}
+		if strings.Contains(body, `gke_disruption_collector_success{collector="nodes"} 1`) && !lastScrape.IsZero() {
+			staleWithSuccess += now.Sub(lastScrape)
+		}
+		lastScrape = now
+		return fmt.Errorf("stale series")
+	})
+	converged := time.Since(changed)
+	t.Logf("API server restart: series true %v after the changes (%v after the restart); stale series served with success 1 for %v",
+		converged.Round(10*time.Millisecond), time.Since(restarted).Round(10*time.Millisecond), staleWithSuccess.Round(10*time.Millisecond))
+	if staleWithSuccess > kube.DefaultFailureGrace {
+		t.Errorf("stale series served with success 1 for %v, longer than the failure grace", staleWithSuccess)
+	}
 }

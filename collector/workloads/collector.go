@@ -18,6 +18,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
@@ -87,12 +89,46 @@ type Collector struct {
 	typed     informers.SharedInformerFactory // PodDisruptionBudgets
 	configMap informers.SharedInformerFactory // the one ConfigMap
 	synced    []cache.InformerSynced
+	freshness *kube.Freshness
+
+	failureGrace time.Duration
 }
 
+// Option changes a Collector's defaults.
+type Option func(*Collector)
+
+// WithFailureGrace sets how long a watch may fail before gke_disruption_collector_success{collector="workloads"} is 0
+// (default kube.DefaultFailureGrace).
+func WithFailureGrace(d time.Duration) Option { return func(c *Collector) { c.failureGrace = d } }
+
 // New builds the collector; Run starts its watches.
-func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interface, cfg readiness.Config) (*Collector, error) {
-	c := &Collector{logger: logger, ownerInf: map[string]cache.SharedIndexInformer{}}
+// Its watch-error counter registers with reg.
+func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interface, cfg readiness.Config, reg prometheus.Registerer,
+	opts ...Option) (*Collector, error) {
+	c := &Collector{logger: logger, ownerInf: map[string]cache.SharedIndexInformer{}, failureGrace: kube.DefaultFailureGrace}
+	for _, o := range opts {
+		o(c)
+	}
 	c.state = newState(cfg, c.lookupOwner)
+	var err error
+	if c.freshness, err = kube.NewFreshness(reg, c.failureGrace); err != nil {
+		return nil, err
+	}
+	// The reflectors take no error handler: their calls and frames are watched through their ListWatch.
+	reflect := func(resource string, lw *cache.ListWatch, expected runtime.Object, store cache.ReflectorStore) *cache.Reflector {
+		watched := c.freshness.Watch(resource)
+		r := cache.NewReflectorWithOptions(watched.ListWatch(lw, true), expected, store,
+			cache.ReflectorOptions{Name: "workloads " + resource})
+		watched.Track(r.LastSyncResourceVersion)
+		return r
+	}
+	// Informers report what breaks a watch to their handler; their calls are retried quietly by client-go, but
+	// the reflectors above see the same API server.
+	watchInformer := func(resource string, inf cache.SharedIndexInformer) error {
+		watched := c.freshness.Watch(resource)
+		watched.Track(inf.LastSyncResourceVersion)
+		return inf.SetWatchErrorHandlerWithContext(watched.ErrorHandler)
+	}
 
 	c.nodesSink = &sink{
 		set: func(obj any) {
@@ -115,9 +151,9 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 			c.state.replaceNodes(nodes)
 		},
 	}
-	c.nodes = cache.NewReflectorWithOptions(
+	c.nodes = reflect("nodes",
 		cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
-		&corev1.Node{}, c.nodesSink, cache.ReflectorOptions{Name: "workloads nodes"})
+		&corev1.Node{}, c.nodesSink)
 
 	c.podsSink = &sink{
 		set: func(obj any) {
@@ -143,10 +179,10 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 			c.state.replacePods(pods, keep)
 		},
 	}
-	c.pods = cache.NewReflectorWithOptions(
+	c.pods = reflect("pods",
 		cache.NewFilteredListWatchFromClient(client.CoreV1().RESTClient(), "pods", metav1.NamespaceAll,
 			func(o *metav1.ListOptions) { o.FieldSelector = podFieldSelector }),
-		&corev1.Pod{}, c.podsSink, cache.ReflectorOptions{Name: "workloads pods"})
+		&corev1.Pod{}, c.podsSink)
 
 	c.owners = metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(stripOwner))
 	for kind, gvr := range ownerResources {
@@ -165,6 +201,9 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 				}
 			},
 		}); err != nil {
+			return nil, err
+		}
+		if err := watchInformer(gvr.Resource, inf); err != nil {
 			return nil, err
 		}
 		c.ownerInf[kind] = inf
@@ -187,6 +226,9 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 	}); err != nil {
 		return nil, err
 	}
+	if err := watchInformer("poddisruptionbudgets", pdbs); err != nil {
+		return nil, err
+	}
 	c.synced = append(c.synced, pdbs.HasSynced)
 
 	// RBAC grants this one ConfigMap by name: list and watch it by a field selector on its name.
@@ -206,6 +248,9 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 		UpdateFunc: func(_, obj any) { setCM(obj) },
 		DeleteFunc: func(any) { c.state.setGracefulTermination(false) },
 	}); err != nil {
+		return nil, err
+	}
+	if err := watchInformer("configmaps", cms); err != nil {
 		return nil, err
 	}
 	c.synced = append(c.synced, cms.HasSynced, c.nodesSink.hasSynced, c.podsSink.hasSynced)
@@ -281,12 +326,13 @@ func (c *Collector) HasSynced() bool {
 
 var errNotSynced = errors.New("pod, node, owner, PodDisruptionBudget or ConfigMap list not synced yet")
 
-// Update serves no client_golang series: it only reports the collector's health.
+// Update serves no client_golang series: it only reports the collector's health. It fails until the initial lists
+// are read, and while any watch has failed for longer than the failure grace without delivering data since.
 func (c *Collector) Update(chan<- prometheus.Metric) error {
 	if !c.HasSynced() {
 		return errNotSynced
 	}
-	return nil
+	return c.freshness.Err()
 }
 
 // WriteText copies the rendered series.

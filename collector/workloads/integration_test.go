@@ -3,6 +3,8 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -41,21 +43,22 @@ type exporter struct {
 	url string
 }
 
-func startExporter(t *testing.T, api *testenv.APIServer) *exporter {
+func startExporter(t *testing.T, api *testenv.APIServer, opts ...Option) *exporter {
 	t.Helper()
 	logger := promslog.NewNopLogger()
 	meta, err := metadata.NewForConfig(api.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(logger, api.Client, meta, testConfig)
+	reg := prometheus.NewRegistry()
+	c, err := New(logger, api.Client, meta, testConfig, reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
-	srv := httptest.NewServer(collector.NewSet(logger, prometheus.NewRegistry(), map[string]collector.Collector{"workloads": c}))
+	srv := httptest.NewServer(collector.NewSet(logger, reg, map[string]collector.Collector{"workloads": c}))
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
 	testenv.Eventually(t, 30*time.Second, "initial lists synced", func() error {
 		if !c.HasSynced() {
@@ -497,4 +500,46 @@ func TestRecoversFromAPIServerRestart(t *testing.T) {
 	f.deletePod("train", "a")
 	f.pod(podSpec{namespace: "train", name: "b", node: "gpu-0", grace: 600})
 	e.waitFor("changes after the restart", nodes+fmt.Sprintf(line, "b"), names...)
+}
+
+// TestBrokenWatchesAreVisible stops the API server: the workloads collector counts its watch errors per resource and,
+// once they have failed for longer than the failure grace, reports failure while serving the last known series; it
+// recovers when the API server is back and its watches deliver again.
+func TestBrokenWatchesAreVisible(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	e := startExporter(t, api, WithFailureGrace(500*time.Millisecond))
+	success := func(v int) string {
+		return fmt.Sprintf(`# HELP gke_disruption_collector_success Whether a collector's part of the scrape succeeded.
+# TYPE gke_disruption_collector_success gauge
+gke_disruption_collector_success{collector="workloads"} %d
+`, v)
+	}
+	e.waitFor("healthy", success(1), "gke_disruption_collector_success")
+
+	api.StopAPIServer()
+	e.waitFor("failing after the grace", success(0), "gke_disruption_collector_success")
+	testenv.Eventually(t, 30*time.Second, "watch errors counted for pods", func() error {
+		body, err := e.scrapeText()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, `gke_disruption_watch_errors_total{resource="pods"}`) ||
+			strings.Contains(body, `gke_disruption_watch_errors_total{resource="pods"} 0`) {
+			return fmt.Errorf("no pod watch errors counted")
+		}
+		return nil
+	})
+
+	api.StartAgain()
+	e.waitFor("healthy again", success(1), "gke_disruption_collector_success")
+}
+
+func (e *exporter) scrapeText() (string, error) {
+	resp, err := http.Get(e.url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }

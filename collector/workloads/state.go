@@ -454,12 +454,33 @@ func (s *state) addToWorkload(key podKey, p *pod) {
 	s.dirty[w] = true
 }
 
-// workloadOf is the pod's top owner, created when new.
-func (s *state) workloadOf(key podKey, p *pod) *workload {
+// workloadLabels name the workload of a pod its controller created, by the labels that controller puts on every pod
+// it makes: the owner walk cannot always get there (a LeaderWorkerSet's workers are owned through their leader pod,
+// which may run on a node the collector does not keep pods of).
+var workloadLabels = []struct{ label, kind string }{
+	{"leaderworkerset.sigs.k8s.io/name", "LeaderWorkerSet"},
+	{"jobset.sigs.k8s.io/jobset-name", "JobSet"},
+}
+
+// workloadKeyOf names the pod's workload: the one its controller labelled it with, else its top owner, else itself.
+func (s *state) workloadKeyOf(key podKey, p *pod) workloadKey {
 	wk := workloadKey{namespace: key.namespace, kind: "Pod", name: key.name}
-	if p.owner != nil {
-		wk.kind, wk.name = s.topOwner(key.namespace, p.owner)
+	if p.owner == nil {
+		return wk
 	}
+	for _, l := range workloadLabels {
+		if name := p.labels.set[l.label]; name != "" {
+			wk.kind, wk.name = l.kind, name
+			return wk
+		}
+	}
+	wk.kind, wk.name = s.topOwner(key.namespace, p.owner)
+	return wk
+}
+
+// workloadOf is the pod's workload, created when new.
+func (s *state) workloadOf(key podKey, p *pod) *workload {
+	wk := s.workloadKeyOf(key, p)
 	w, ok := s.workloads[wk]
 	if !ok {
 		w = &workload{key: wk, index: len(s.dense), nodes: map[string]int{}}
@@ -521,8 +542,7 @@ func (s *state) reresolve(namespace string, uid types.UID) {
 		if key.namespace != namespace || p.owner == nil {
 			continue
 		}
-		kind, name := s.topOwner(namespace, p.owner)
-		if kind == p.workload.key.kind && name == p.workload.key.name {
+		if s.workloadKeyOf(key, p) == p.workload.key {
 			continue
 		}
 		s.detach(p)

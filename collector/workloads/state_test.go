@@ -165,3 +165,23 @@ func TestLeaderWorkerSet(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestWorkloadLabels: a pod whose controller labels it with its LeaderWorkerSet or JobSet belongs to that workload
+// even where the owner walk stops short: here a worker whose leader pod runs on a node the collector keeps no pods of.
+func TestWorkloadLabels(t *testing.T) {
+	cache := owners{"worker-sts": {apiVersion: "v1", kind: "Pod", name: "vllm-0", uid: "leader-pod"}}
+	s := newState(testConfig, cache.lookup)
+	s.setGracefulTermination(true)
+	s.setNode(gpuNode("n2", 0))
+	s.setPod(&podInput{namespace: "a", name: "vllm-0-1", node: "n2", grace: 600,
+		labels: map[string]string{"leaderworkerset.sigs.k8s.io/name": "vllm", "leaderworkerset.sigs.k8s.io/worker-index": "1"},
+		owner:  &ownerInput{apiVersion: "apps/v1", kind: "StatefulSet", name: "vllm-0", uid: "worker-sts"}}, true)
+	s.setPod(&podInput{namespace: "a", name: "train-slice-0-0-x", node: "n2", grace: 600,
+		labels: map[string]string{"jobset.sigs.k8s.io/jobset-name": "train"},
+		owner:  &ownerInput{apiVersion: "batch/v1", kind: "Job", name: "train-slice-0", uid: "unknown-job"}}, true)
+	want := `gke_workload_nodes{namespace="a",workload="vllm",workload_kind="LeaderWorkerSet"} 1
+gke_workload_nodes{namespace="a",workload="train",workload_kind="JobSet"} 1`
+	if got := text(t, s); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

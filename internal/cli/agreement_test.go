@@ -81,7 +81,7 @@ func TestReadersAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			workCol, err := workloads.New(slog.New(slog.DiscardHandler), api.Client, meta, readiness.Config{})
+			workCol, err := workloads.New(slog.New(slog.DiscardHandler), api.Client, meta, readiness.Config{}, prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,7 +79,7 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 			return err
 		}
 	}
-	col, err := workloads.New(logger, client, meta, opts.Config)
+	col, err := workloads.New(logger, client, meta, opts.Config, prometheus.NewRegistry())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -489,7 +490,7 @@ func start(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 		return s, nil
 	}
 	// Only the collector's placement of workloads is read: its readiness thresholds do not matter here.
-	col, err := workloads.New(slog.New(slog.DiscardHandler), client, meta, readiness.Config{})
+	col, err := workloads.New(slog.New(slog.DiscardHandler), client, meta, readiness.Config{}, prometheus.NewRegistry())
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,9 @@ type Server struct {
 	failCode    codes.Code
 	failLeft    int // calls left to fail; negative: all until Fail is called again
 	retryDelay  time.Duration
-	partialLeft int // calls left to answer partially
+	partialLeft int           // calls left to answer partially
+	loopPages   bool          // every answer points back to the first page
+	latency     time.Duration // before every answer
 	calls       int
 	stops       []func()
 }
@@ -157,6 +159,21 @@ func (s *Server) Partial(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.partialLeft = n
+}
+
+// LoopPages, while on, answers every call with a page token that leads back to the first page, as a buggy backend
+// might: a client that follows page tokens without checking them lists forever.
+func (s *Server) LoopPages(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loopPages = on
+}
+
+// SetLatency makes every ListTimeSeries call from now on wait d before it is answered (or its deadline passes).
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
 }
 
 // Calls is the number of ListTimeSeries calls received, including failed and rejected ones.
@@ -314,10 +331,20 @@ type query struct {
 // ListTimeSeries lists the series matching the request's filter that have points in its interval, oldest series
 // key first and each series' points newest first. A page holds up to page_size points (FULL view; a series may
 // continue on the next page) or series (HEADERS view).
-func (s *Server) ListTimeSeries(_ context.Context, req *monitoringpb.ListTimeSeriesRequest) (*monitoringpb.ListTimeSeriesResponse, error) {
+func (s *Server) ListTimeSeries(ctx context.Context, req *monitoringpb.ListTimeSeriesRequest) (*monitoringpb.ListTimeSeriesResponse, error) {
+	s.mu.Lock()
+	s.calls++
+	latency := s.latency
+	s.mu.Unlock()
+	if latency > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(latency):
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls++
 	if s.failLeft != 0 {
 		if s.failLeft > 0 {
 			s.failLeft--
@@ -384,6 +411,9 @@ func (s *Server) ListTimeSeries(_ context.Context, req *monitoringpb.ListTimeSer
 			resp.NextPageToken = makeToken(asOf, unit, q.hash)
 			break
 		}
+	}
+	if s.loopPages {
+		resp.NextPageToken = makeToken(asOf, 0, q.hash)
 	}
 	if s.partialLeft > 0 {
 		s.partialLeft--
