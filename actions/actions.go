@@ -57,6 +57,8 @@ type Options struct {
 	MaxRequestBytes int64
 	// WebhookUsers are the web-config users allowed to post (nil: webhook.DefaultUsers).
 	WebhookUsers []string
+	// Cluster is the cluster this service acts on: alerts labelled with another are refused. "" accepts all.
+	Cluster string
 	// RequeueInterval is how often waiting work is evaluated again without a node change.
 	RequeueInterval time.Duration
 	Registerer      prometheus.Registerer
@@ -106,6 +108,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	hook.SetCluster(opts.Cluster)
 	return &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster}, nil
 }
 
