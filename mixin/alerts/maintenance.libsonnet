@@ -153,7 +153,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKESpotNodePreempted', {
-            expr: promql.withNodeInfo(c, 'group by (%s) (%s)' % [byNode, promql.bridged(c, promql.preempted)]),
+            // The current value, else the recorded preemptions bridged over the agent's end with its VM.
+            expr: promql.withNodeInfo(c, 'group by (%s) (\n  gce_instance_preempted{%s} == 1\n  or\n  %s\n)' % [byNode, c.nodeAgentSelector, promql.bridged(c, promql.preempted)]),
             annotations: {
               summary: 'A Spot node has been preempted.',
               description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],

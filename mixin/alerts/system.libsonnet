@@ -83,9 +83,13 @@ local upcomingPath = 'instance/upcoming-maintenance';
                 agent: promql.nodeAgentLastSeen,
                 inMaintenance: inMaintenance,
               }, 'no_agent'),
+              // The current last success, else (the agent's series missing in a gap) the recorded stale one.
               problem(|||
-                time() - max by (%(by)s, instance) (%(stale)s)
-                unless on (%(by)s, instance) max by (%(by)s, instance) (%(success)s) >= time() - %(threshold)d
+                time() - (
+                  max by (%(by)s, instance) (%(success)s)
+                  or on (%(by)s, instance)
+                  max by (%(by)s, instance) (%(stale)s)
+                ) > %(threshold)d
                 and on (%(cluster)s, instance) up{%(agent)s}
               ||| % {
                 by: byNode,
@@ -124,13 +128,13 @@ local upcomingPath = 'instance/upcoming-maintenance';
             // An exporter that has never succeeded exposes 0: it is stale once it has been so for the threshold
             // since it started, not at once.
             expr: std.join('\nor\n', [
-              problem(|||
+              |||
                 time() - max by (%(by)s) (%(success)s > 0) > %(stale)d
               ||| % {
                 by: utils.labelList(c, ['job']),
                 success: promql.bridged(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s}' % c.clusterExporterSelector),
                 stale: utils.seconds(c.cloudMonitoringStaleThreshold),
-              }, 'stale'),
+              },
               problem(|||
                 max by (%(by)s) (
                 %(held)s

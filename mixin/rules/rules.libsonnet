@@ -156,8 +156,9 @@ local utils = import '../lib/utils.libsonnet';
             ||| % { by: byNode, agent: c.nodeAgentSelector, recorded: promql.nodeAgentLastSeen, gap: utils.seconds(c.signalGapTolerance) },
           },
           {
+            // Over the last subqueryStep (the rules' interval): a preempted VM's agent is scraped only for seconds.
             record: promql.preempted,
-            expr: 'max by (%s) (gce_instance_preempted{%s}) == 1\n' % [byNode, c.nodeAgentSelector],
+            expr: 'max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1\n' % [byNode, c.nodeAgentSelector, c.subqueryStep],
           },
           {
             // The node agents whose metadata server has not answered for metadataStaleThreshold, valued with the
