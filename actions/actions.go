@@ -59,6 +59,8 @@ type Options struct {
 	MaxRequestBytes int64
 	// WebhookUsers are the web-config users allowed to post (nil: webhook.DefaultUsers).
 	WebhookUsers []string
+	// Cluster is the cluster this service acts on: alerts labelled with another are refused. "" accepts all.
+	Cluster string
 	// RequeueInterval is how often waiting work is evaluated again without a node change.
 	RequeueInterval time.Duration
 	// Silencer, when set, keeps Alertmanager silences for the nodes with work while this replica leads.
@@ -115,6 +117,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	hook.SetCluster(opts.Cluster)
 	s := &Service{logger: logger, opts: opts, executor: exec, webhook: hook, broadcaster: broadcaster, fence: fence}
 	s.cfg.Store(opts.Config)
 	return s, nil

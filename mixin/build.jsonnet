@@ -1,8 +1,12 @@
 // The files `make generate` writes, by path from the repository root: Prometheus rule files, the same rules as
-// a prometheus-operator PrometheusRule and a Managed Service for Prometheus Rules resource, and the dashboards.
+// a prometheus-operator PrometheusRule and a Managed Service for Prometheus Rules resource (for the labels their
+// scrape configurations in deploy/ produce), and the dashboards.
 local mixin = import 'mixin.libsonnet';
 local c = mixin._config;
-local groups = mixin.prometheusRules.groups + mixin.prometheusAlerts.groups;
+// The shipped scrape configurations (ServiceMonitor without honorLabels, PodMonitoring) keep the target's
+// namespace in `namespace` and move the workload series' own to exported_namespace: the rule resources read it there.
+local scraped = mixin { _config+:: { workloadNamespaceLabel: 'exported_namespace' } };
+local groups = scraped.prometheusRules.groups + scraped.prometheusAlerts.groups;
 
 {
   'rules/rules.yaml': mixin.prometheusRules,

@@ -32,12 +32,16 @@
     signalGapTolerance: '15m',
     // gke_node_info is remembered this long for the labels it adds (node_pool, zone, ...): node pools and zones
     // never change for a node, and a label set that changed on a gap would make an alert resolve and fire anew.
-    // Every join reads this much of gke_node_info for every node, so keep it short for large clusters.
+    // It is remembered by a recording rule that reads back its own value, so a longer memory costs nothing per cycle.
     nodeInfoMemory: '30m',
     // The answer to "can this maintenance be rescheduled" (node agent or the cluster-side annotation) is
-    // remembered this long. A node with maintenance but no answer for this long has can_reschedule="unknown".
-    // When the answers disagree within it, "false" wins: a drain is the action that is safe without knowing.
+    // remembered this long, for the maintenance it was given about: a new maintenance (another start) starts
+    // "unknown". A node with maintenance but no answer for this long has can_reschedule="unknown". A current answer
+    // wins; when the answers disagree, "false" wins: a drain is the action that is safe without knowing.
     canRescheduleMemory: '1h',
+    // GKEDisruptionExporterDown: a cluster whose required job had a target within this long and has none now is
+    // reported per cluster (absent() alone sees a job only when every cluster lacks it).
+    clusterMemory: '1d',
     // The step of the subqueries that measure how long a condition has held.
     subqueryStep: '1m',
 
@@ -87,8 +91,9 @@
     // GKENodeAgentMissing: the metadata server counts as unreachable when the node agent's last successful read
     // of a path is older than this (its hanging GETs return at least every few minutes).
     metadataStaleThreshold: '10m',
-    // GKEDisruptionCloudMonitoringStale: Cloud Monitoring's last successful query is older than this. The
-    // collector queries every --cloudmonitoring.interval (60s).
+    // GKEDisruptionCloudMonitoringStale: Cloud Monitoring's last successful query is older than this, or an
+    // exporter has not succeeded once for this long since it started. The collector queries every
+    // --cloudmonitoring.interval (60s).
     cloudMonitoringStaleThreshold: '15m',
     // GKEDisruptionWatchFailing: more watch errors of one resource than the threshold within the window.
     watchErrorsWindow: '15m',

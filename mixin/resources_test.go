@@ -1,6 +1,7 @@
 package mixin
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -37,15 +38,29 @@ func readYAML(t *testing.T, path string, into any) {
 }
 
 // TestRuleResourcesCarryTheRuleFiles checks that both Kubernetes resources hold exactly the groups of the rule
-// files, which promtool checks and tests.
+// files, which promtool checks and tests, rendered for the labels the shipped scrapers produce: the workload's
+// namespace in exported_namespace, and in nothing else.
 func TestRuleResourcesCarryTheRuleFiles(t *testing.T) {
 	var want []any
+	out := evaluate(t, `local m = (import 'mixin.libsonnet') { _config+:: { workloadNamespaceLabel: 'exported_namespace' } };
+		{ groups: m.prometheusRules.groups + m.prometheusAlerts.groups }`)
+	var rendered struct {
+		Groups []any `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(out), &rendered); err != nil {
+		t.Fatal(err)
+	}
+	want = rendered.Groups
+	var fromFiles []any
 	for _, f := range ruleFiles {
 		var file struct {
 			Groups []any `yaml:"groups"`
 		}
 		readYAML(t, f, &file)
-		want = append(want, file.Groups...)
+		fromFiles = append(fromFiles, file.Groups...)
+	}
+	if reflect.DeepEqual(fromFiles, want) {
+		t.Error("the rule resources render like the rule files: the workload alerts would read namespace, which the shipped scrapers overwrite")
 	}
 	for path, kind := range map[string][2]string{
 		"rules/prometheusrule.yaml": {"monitoring.coreos.com/v1", "PrometheusRule"},

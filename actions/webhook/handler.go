@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -39,7 +40,16 @@ type Handler struct {
 	maxBytes int64
 	users    map[string]bool
 	requests *prometheus.CounterVec
+	// cluster is the cluster this service acts on; "" accepts alerts of any cluster.
+	cluster string
 }
+
+// ClusterLabel is the alert label that names the cluster an alert is about where one Alertmanager serves several.
+const ClusterLabel = "cluster"
+
+// SetCluster makes the handler refuse (400) alerts whose cluster label names another cluster than name: a node of
+// the same name in another cluster is not ours to act on. Call it before serving; "" accepts every cluster.
+func (h *Handler) SetCluster(name string) { h.cluster = name }
 
 // NewHandler builds the handler; gke_disruption_webhook_requests_total registers with reg. users are the basic-auth
 // users of the web config allowed to post (nil: DefaultUsers); any other authenticated user is refused with 403.
@@ -118,6 +128,15 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) (int, []Result,
 	msg, err := Decode(body)
 	if err != nil {
 		return http.StatusBadRequest, nil, err.Error()
+	}
+
+	if h.cluster != "" {
+		for _, a := range msg.Alerts {
+			if c := a.Labels[ClusterLabel]; c != "" && c != h.cluster {
+				return http.StatusBadRequest, nil, fmt.Sprintf("alert %s is for cluster %q; this service acts on cluster %q only: route each cluster's alerts to its own actions service",
+					a.Labels["alertname"], c, h.cluster)
+			}
+		}
 	}
 
 	results := make([]Result, 0, len(msg.Alerts))

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -250,6 +252,42 @@ func TestClassify(t *testing.T) {
 			}
 			if pass && trigger.CanReschedule != (tc.labels["can_reschedule"] == "true") {
 				t.Errorf("can_reschedule read as %v", trigger.CanReschedule)
+			}
+		})
+	}
+}
+
+func TestHandlerRefusesAnotherClustersAlerts(t *testing.T) {
+	const body = `{"version":"4","status":"firing","alerts":[
+		{"status":"firing","labels":{"alertname":"GKENodeMaintenanceNotReschedulable","gke_disruption_action":"drain","node":"n1","cluster":"%s"}}]}`
+	for _, tc := range []struct {
+		name, own, alert string
+		want             int
+	}{
+		{"another cluster", "prod-a", "prod-b", http.StatusBadRequest},
+		{"own cluster", "prod-a", "prod-a", http.StatusOK},
+		{"own cluster unknown", "", "prod-b", http.StatusOK},
+		{"alert without cluster", "prod-a", "", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &recordingSink{}
+			h, _ := newTestHandler(t, sink, DefaultMaxRequestBytes)
+			h.SetCluster(tc.own)
+			rec := post(h, "application/json", strings.NewReader(fmt.Sprintf(body, tc.alert)))
+			if rec.Code != tc.want {
+				t.Fatalf("code %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if got := testutil.ToFloat64(h.requests.WithLabelValues(strconv.Itoa(tc.want))); got != 1 {
+				t.Errorf("webhook_requests_total{code=%d} = %v", tc.want, got)
+			}
+			if tc.want != http.StatusBadRequest {
+				return
+			}
+			if !strings.Contains(rec.Body.String(), `cluster "prod-b"`) || !strings.Contains(rec.Body.String(), `"prod-a"`) {
+				t.Errorf("reply %q does not give the reason", rec.Body)
+			}
+			if len(sink.triggers) != 0 {
+				t.Errorf("another cluster's alert became work: %+v", sink.triggers)
 			}
 		})
 	}

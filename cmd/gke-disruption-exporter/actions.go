@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +22,7 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
 )
@@ -38,6 +42,8 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		Default("100").Float32()
 	burst := cmd.Flag("kube.api-burst", "Requests to the Kubernetes API allowed in a burst above --kube.api-qps.").
 		Default("200").Int()
+	cluster := cmd.Flag("cluster", "The cluster this service acts on, as the alerts' cluster label names it: alerts for another cluster "+
+		"are refused with 400. Default: the metadata server's instance/attributes/cluster-name; when unknown, every alert is accepted.").String()
 	reloadInterval := cmd.Flag("config.reload-interval", "How often the policy file is checked for changes (it is also reloaded on SIGHUP).").
 		Default(actions.DefaultReloadInterval.String()).Duration()
 	alertmanagerURLs := cmd.Flag("alertmanager.url", "Alertmanager to keep silences in while work runs on a node, e.g. http://alertmanager:9093 (repeatable: the peers of one HA cluster; the first that answers is used).").
@@ -66,6 +72,9 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		if err != nil {
 			return err
 		}
+		if *cluster == "" {
+			*cluster = clusterFromMetadata(ctx, logger)
+		}
 		namespace := os.Getenv("POD_NAMESPACE")
 		reg := selfRegistry()
 		var silencer *silence.Silencer
@@ -91,6 +100,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			MaxRequestBytes: int64(*maxRequest),
 			WebhookUsers:    *users,
 			Silencer:        silencer,
+			Cluster:         *cluster,
 			Registerer:      reg,
 		})
 		if err != nil {
@@ -130,6 +140,31 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		}
 		return errRun
 	}
+}
+
+// clusterFromMetadata is the name of the GKE cluster this replica runs in, from the metadata server
+// (GCE_METADATA_HOST); a metadata server that cannot be reached yet, as right after a node starts, is retried a few
+// times. "" when it cannot be read, logged: every cluster's alerts are then accepted.
+func clusterFromMetadata(ctx context.Context, logger *slog.Logger) string {
+	var err error
+	for attempt, delay := 1, time.Second; ; attempt, delay = attempt+1, 2*delay {
+		var attrs map[string]string
+		attrs, err = metadata.Attributes(ctx, 3*time.Second, "cluster-name")
+		if name := attrs["cluster-name"]; err == nil && name != "" {
+			logger.Info("acting on this cluster's alerts only (set --cluster to choose)", "cluster", name)
+			return name
+		}
+		if urlErr := (*url.Error)(nil); attempt == 4 || !errors.As(err, &urlErr) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(delay):
+		}
+	}
+	logger.Warn("own cluster unknown (no --cluster, no cluster-name attribute on the metadata server): accepting alerts of every cluster", "err", err)
+	return ""
 }
 
 // replicaIdentity is the pod name (downward API POD_NAME), else the host name with a random suffix.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	mdsim "github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -277,5 +281,68 @@ func TestConfigWatcherReloadsOnSignal(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("SIGHUP did not reload the policy")
+	}
+}
+
+// TestActionsCommandRefusesAnotherCluster: the service learns its cluster from the metadata server (or --cluster)
+// and refuses, with 400 and the reason, an alert that names another cluster.
+func TestActionsCommandRefusesAnotherCluster(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	t.Setenv("POD_NAMESPACE", api.Namespace("actions"))
+	readyNodeWithMaintenance(t, api, "gke-l4-0")
+	policy := writePolicy(t, "pools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}}]\n")
+	md := mdsim.New(mdsim.Instance{Name: "n", ID: "1", Zone: "us-central1-a", ProjectID: "p1", NumericProjectID: "1",
+		ClusterName: "prod-a", ClusterLocation: "us-central1"})
+	ts := httptest.NewServer(md)
+	t.Cleanup(func() { md.Close(); ts.Close() })
+	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(ts.URL, "http://"))
+
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		own   string
+	}{
+		{"from the metadata server", nil, "prod-a"},
+		{"from --cluster", []string{"--cluster=prod-c"}, "prod-c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := freeAddress(t)
+			startCommand(t, actionsCommand, append([]string{"actions", "--kubeconfig=" + api.Kubeconfig, "--config.file=" + policy,
+				"--web.listen-address=" + addr}, tc.flags...)...)
+			body := []byte(`{"version":"4","status":"firing","alerts":[{"status":"firing",` +
+				`"labels":{"alertname":"GKENodeMaintenanceNotReschedulable","node":"gke-l4-0","gke_disruption_action":"drain","cluster":"prod-b"},` +
+				`"startsAt":"2025-06-07T10:00:00Z"}]}`)
+			var reply string
+			testenv.Eventually(t, 30*time.Second, "the webhook refusing the alert", func() error {
+				resp, err := http.Post("http://"+addr+"/webhook", "application/json", bytes.NewReader(body))
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				reply = string(b)
+				if resp.StatusCode != http.StatusBadRequest {
+					return fmt.Errorf("code %d: %s", resp.StatusCode, b)
+				}
+				return nil
+			})
+			if !strings.Contains(reply, `"prod-b"`) || !strings.Contains(reply, strconv.Quote(tc.own)) {
+				t.Errorf("reply %q does not name both clusters", reply)
+			}
+			_, metrics, err := get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(metrics, `gke_disruption_webhook_requests_total{code="400"} 1`) {
+				t.Errorf("/metrics does not count the refusal")
+			}
+			n, err := api.Client.CoreV1().Nodes().Get(context.Background(), "gke-l4-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Spec.Unschedulable {
+				t.Error("another cluster's alert cordoned the node")
+			}
+		})
 	}
 }

@@ -21,6 +21,11 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
     local alert(name, rule) = utils.alertRule(c, name, rule),
     local ns = c.workloadNamespaceLabel,
     local byWorkload = utils.labelList(c, [ns, 'workload_kind', 'workload']),
+    // asNamespace gives a workload alert the workload's namespace as `namespace` where the series carry it under
+    // another label, so that routes by namespace reach the team.
+    local asNamespace(expr) =
+      if ns == 'namespace' then expr
+      else 'label_replace(\n%s,\n  "namespace", "$1", "%s", "(.*)"\n)\n' % [utils.indent(expr, 2), ns],
 
     // within is the nodes whose maintenance starts within lead and whose can_reschedule matches, labelled with it.
     local within(lead, matcher) =
@@ -29,6 +34,30 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
         * on (%(by)s) group_left (can_reschedule)
           %(canReschedule)s{%(matcher)s}
       ||| % { start: start, lead: utils.seconds(lead), by: byNode, canReschedule: canReschedule, matcher: matcher },
+
+    // heldOrShortNotice is an alert on maintenance starts whose `for` is measured from the data (steps of
+    // subqueryStep) rather than by Prometheus: it fires once the condition has held for its `for`, or at once when
+    // the maintenance starts within its `for`, which would otherwise still be pending when the node stops.
+    local heldOrShortNotice(name, rule) =
+      local hold = utils.seconds(c.alerts[name]['for']);
+      local held = alert(name, rule);
+      { [k]: held[k] for k in std.objectFields(held) if k != 'for' } + {
+        expr: |||
+          %(expr)s
+          and on (%(by)s)
+          (
+          %(held)s
+            or on (%(by)s)
+            %(start)s < time() + %(hold)d
+          )
+        ||| % {
+          expr: std.rstripChars(rule.expr, '\n'),
+          by: byNode,
+          held: utils.indent(promql.heldFor(c, 'group by (%s) (\n%s\n)' % [byNode, utils.indent(rule.expr, 2)], '%ds' % (hold + utils.seconds(c.subqueryStep))), 2),
+          start: start,
+          hold: hold,
+        },
+      },
 
     groups+: [
       {
@@ -60,7 +89,9 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               description: 'Host maintenance of %s%s starts at {{ $value | humanizeTimestamp }}, within %s, and GKE can start it earlier at a time of our choosing. The actions service triggers it (label cloud.google.com/perform-maintenance=true) when its policy allows.' % [nodeRef, on, c.performMaintenanceLeadTime],
             },
           }),
-          alert('GKENodeMaintenanceNotReschedulable', {
+          // Its `for` is measured from the data, so that a maintenance announced closer than its `for` is drained at
+          // once instead of when GKE already stops the node.
+          heldOrShortNotice('GKENodeMaintenanceNotReschedulable', {
             // can_reschedule is "false", or "unknown": nobody has answered for canRescheduleMemory (no node agent
             // and no annotation, as on Autopilot). Unknown is drained too, since draining is the action that is
             // safe without knowing, but only within the shorter unknownRescheduleDrainLeadTime.
@@ -122,7 +153,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKESpotNodePreempted', {
-            expr: promql.withNodeInfo(c, 'group by (%s) (%s == 1)' % [byNode, promql.bridged(c, 'gce_instance_preempted{%s}' % c.nodeAgentSelector)]),
+            // The current value, else the recorded preemptions bridged over the agent's end with its VM.
+            expr: promql.withNodeInfo(c, 'group by (%s) (\n  gce_instance_preempted{%s} == 1\n  or\n  %s\n)' % [byNode, c.nodeAgentSelector, promql.bridged(c, promql.preempted)]),
             annotations: {
               summary: 'A Spot node has been preempted.',
               description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],
@@ -142,17 +174,17 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKEWorkloadMaintenanceScheduled', {
-            expr: 'min by (%s) (%s)\n' % [byWorkload, promql.bridged(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector)],
+            expr: asNamespace('min by (%s) (%s)\n' % [byWorkload, promql.bridged(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector)]),
             annotations: {
               summary: 'Host maintenance is scheduled on a node of a workload.',
               description: 'The earliest host maintenance among the GPU, TPU and Spot nodes of {{ $labels.workload_kind }} {{ $labels.%(ns)s }}/{{ $labels.workload }}%(on)s starts at {{ $value | humanizeTimestamp }}{{ with printf `max(last_over_time(gke_workload_nodes{%(job)s, %(ns)s=%%q, workload_kind=%%q, workload=%%q, %(cl)s=%%q}[%(gap)s]))` $labels.%(ns)s $labels.workload_kind $labels.workload $labels.%(cl)s | query }}; it runs on {{ . | first | value | printf "%%.0f" }} such nodes{{ end }}.' % { ns: ns, on: on, cl: c.clusterLabel, gap: c.signalGapTolerance, job: c.clusterExporterSelector },
             },
           }),
           alert('GKEReadinessFinding', {
-            expr: 'max by (%s) (%s) > 0\n' % [
+            expr: asNamespace('max by (%s) (%s) > 0\n' % [
               utils.labelList(c, ['check', ns, 'workload_kind', 'workload']),
               promql.bridged(c, 'gke_readiness_findings{%s}' % c.clusterExporterSelector),
-            ],
+            ]),
             annotations: {
               summary: 'A workload is not ready for GKE host maintenance.',
               description: 'Readiness check {{ $labels.check }} fails%s for {{ with $labels.workload }}{{ $labels.workload_kind }} {{ $labels.%s }}/{{ . }} ({{ $value | printf "%%.0f" }} pods){{ else }}the cluster{{ end }}, for more than %s: maintenance will disrupt it more than it needs to.' % [on, ns, c.alerts.GKEReadinessFinding['for']],

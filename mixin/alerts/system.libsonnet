@@ -26,16 +26,28 @@ local upcomingPath = 'instance/upcoming-maintenance';
               'up{%s} == 0' % c.clusterExporterSelector,
               '(\n  up{%s} == 0\n  unless on (%s) %s\n)' % [c.nodeAgentSelector, byNode, inMaintenance],
               'up{%s} == 0' % c.actionsSelector,
-            ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors]) + '\n',
+            ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors] + [
+              // Per cluster where several share one Prometheus: the job had a target there within clusterMemory.
+              'group by (%s, job) (last_over_time(up{%s}[%s]))\n  unless on (%s) up{%s}' % [c.clusterLabel, s, c.clusterMemory, c.clusterLabel, s]
+              for s in c.requiredJobSelectors
+            ]) + '\n',
             annotations: {
               summary: 'A gke-disruption-exporter target is down or missing.',
               description: 'Prometheus has had no successful scrape of %s%s for %s. Disruption signals from it are missing: alerts, dashboards and actions that depend on them are blind.' % [targetRef, on, c.alerts.GKEDisruptionExporterDown['for']],
             },
           }),
           alert('GKEDisruptionCollectorFailing', {
+            // Only while the instance is still a target: not for the old pod of a rollout once it is gone.
+            // The node agents' failures are read from their sparse recording (one sample per failing agent).
             expr: std.join('\nor\n', [
-              '%s == 0' % promql.bridged(c, 'gke_disruption_collector_success{%s}' % s)
-              for s in [c.clusterExporterSelector, c.nodeAgentSelector]
+              '(\n  %s == 0\n  and on (%s, instance) up{%s}\n)' % [promql.bridged(c, 'gke_disruption_collector_success{%s}' % c.clusterExporterSelector), c.clusterLabel, c.clusterExporterSelector],
+              '(\n  %s\n  unless on (%s, instance, collector) gke_disruption_collector_success{%s} == 1\n  and on (%s, instance) up{%s}\n)' % [
+                promql.bridged(c, promql.agentCollectorFailing),
+                c.clusterLabel,
+                c.nodeAgentSelector,
+                c.clusterLabel,
+                c.nodeAgentSelector,
+              ],
             ]) + '\n',
             annotations: {
               summary: 'A gke-disruption-exporter collector is failing.',
@@ -57,26 +69,35 @@ local upcomingPath = 'instance/upcoming-maintenance';
             },
           }),
           alert('GKENodeAgentMissing', {
-            // A GPU, TPU or Spot node that no node agent reports on (gce_instance_preempted is always there while
-            // an agent runs), unless it is in maintenance and stopped; or an agent whose metadata server has not
-            // answered for metadataStaleThreshold.
+            // A GPU, TPU or Spot node that no node agent has reported on for signalGapTolerance (an agent always
+            // exposes gce_instance_preempted), unless it is in maintenance and stopped; or an agent, still a
+            // target, whose metadata server has not answered for metadataStaleThreshold.
             expr: std.join('\nor\n', [
-              problem(promql.withNodeInfo(c, |||
+              problem(|||
                 %(nodes)s
                 unless on (%(by)s) %(agent)s
                 unless on (%(by)s) %(inMaintenance)s
               ||| % {
                 nodes: promql.acceleratorNodes(c, ['provisioning="spot"']),
                 by: byNode,
-                agent: promql.bridged(c, 'gce_instance_preempted{%s}' % c.nodeAgentSelector),
+                agent: promql.nodeAgentLastSeen,
                 inMaintenance: inMaintenance,
-              }), 'no_agent'),
+              }, 'no_agent'),
+              // The current last success, else (the agent's series missing in a gap) the recorded stale one.
               problem(|||
-                time() - max by (%(by)s, instance) (%(success)s) > %(stale)d
+                time() - (
+                  max by (%(by)s, instance) (%(success)s)
+                  or on (%(by)s, instance)
+                  max by (%(by)s, instance) (%(stale)s)
+                ) > %(threshold)d
+                and on (%(cluster)s, instance) up{%(agent)s}
               ||| % {
                 by: byNode,
-                success: promql.bridged(c, 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector),
-                stale: utils.seconds(c.metadataStaleThreshold),
+                cluster: c.clusterLabel,
+                stale: promql.bridged(c, promql.metadataStale),
+                success: 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
+                threshold: utils.seconds(c.metadataStaleThreshold),
+                agent: c.nodeAgentSelector,
               }, 'metadata_unreachable'),
             ]) + '\n',
             annotations: {
@@ -88,12 +109,14 @@ local upcomingPath = 'instance/upcoming-maintenance';
             // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
             // maintenance of the node is drained rather than started at a time of our choosing.
             expr: |||
-              max by (%(by)s, instance) (%(supported)s) == 0
+              max by (%(by)s, instance) (%(unsupported)s)
+              unless on (%(by)s, instance) %(supported)s == 1
               and on (%(by)s)
               %(nodes)s
             ||| % {
               by: byNode,
-              supported: promql.bridged(c, 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath]),
+              unsupported: promql.bridged(c, promql.upcomingUnsupported),
+              supported: 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath],
               nodes: promql.acceleratorNodes(c),
             },
             annotations: {
@@ -102,16 +125,30 @@ local upcomingPath = 'instance/upcoming-maintenance';
             },
           }),
           alert('GKEDisruptionCloudMonitoringStale', {
-            expr: |||
-              time() - max by (%(by)s) (%(success)s) > %(stale)d
-            ||| % {
-              by: utils.labelList(c, ['job']),
-              success: promql.bridged(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s}' % c.clusterExporterSelector),
-              stale: utils.seconds(c.cloudMonitoringStaleThreshold),
-            },
+            // An exporter that has never succeeded exposes 0: it is stale once it has been so for the threshold
+            // since it started, not at once.
+            expr: std.join('\nor\n', [
+              |||
+                time() - max by (%(by)s) (%(success)s > 0) > %(stale)d
+              ||| % {
+                by: utils.labelList(c, ['job']),
+                success: promql.bridged(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s}' % c.clusterExporterSelector),
+                stale: utils.seconds(c.cloudMonitoringStaleThreshold),
+              },
+              problem(|||
+                max by (%(by)s) (
+                %(held)s
+                )
+                unless on (%(by)s) %(success)s > 0
+              ||| % {
+                by: utils.labelList(c, ['job']),
+                held: utils.indent(promql.heldFor(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s} == 0' % c.clusterExporterSelector, c.cloudMonitoringStaleThreshold), 2),
+                success: promql.bridged(c, 'gke_disruption_cloudmonitoring_last_success_timestamp_seconds{%s}' % c.clusterExporterSelector),
+              }, 'never_succeeded'),
+            ]) + '\n',
             annotations: {
               summary: 'Interruption counts from Cloud Monitoring are out of date.',
-              description: 'The cluster exporter%s last read Cloud Monitoring {{ $value | humanizeDuration }} ago: interruption counts and GKENodePoolInterruptionsHigh are behind. Check its credentials (monitoring.viewer) and gke_disruption_cloudmonitoring_requests_total by code.' % on,
+              description: 'The cluster exporter%s {{ if eq $labels.problem "never_succeeded" }}has not read Cloud Monitoring once in the %s since it started{{ else }}last read Cloud Monitoring {{ $value | humanizeDuration }} ago{{ end }}: interruption counts and GKENodePoolInterruptionsHigh are behind. Check its credentials (monitoring.viewer) and gke_disruption_cloudmonitoring_requests_total by code.' % [on, c.cloudMonitoringStaleThreshold],
             },
           }),
           alert('GKEDisruptionWatchFailing', {

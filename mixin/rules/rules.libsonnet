@@ -9,7 +9,6 @@ local utils = import '../lib/utils.libsonnet';
     local byPool = utils.labelList(c, ['node_pool']),
     local byPoolTypeReason = utils.labelList(c, promql.interruptionClusterLabels + ['node_pool', 'interruption_type', 'interruption_reason']),
     local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
-    local remembered(selector) = 'last_over_time(%s[%s])' % [selector, c.canRescheduleMemory],
 
     // scheduledWithin counts, per pool, the nodes whose maintenance starts within the given seconds (or already
     // started and is not done).
@@ -22,6 +21,11 @@ local utils = import '../lib/utils.libsonnet';
       ||| % { by: byPool, start: start, seconds: seconds },
     },
 
+    // The interruption counters once per series identity: an exporter's counters are a function of Cloud
+    // Monitoring's history alone, so the instances scraped together during a rollout show the same values, and
+    // max (never sum) keeps one continuous counter across them.
+    local interruptionsTotal = 'node_pool_type_reason:gke_node_pool_interruptions_total:max',
+
     // The increase is rounded: increase() extrapolates to the window's edges, so 3 interruptions would otherwise
     // read 3.04 and pass a threshold of "more than 3". The exporter exposes a new series at zero before its first
     // count, so increase() sees every interruption.
@@ -29,75 +33,92 @@ local utils = import '../lib/utils.libsonnet';
       record: 'node_pool_type_reason:gke_node_pool_interruptions:increase%s' % name,
       expr: |||
         round(
-          sum by (%(by)s) (
-            increase(gke_node_pool_interruptions_total{%(selector)s}[%(window)s])
-          )
+          increase(%(total)s[%(window)s])
         )
-      ||| % { by: byPoolTypeReason, selector: c.clusterExporterSelector, window: window },
+      ||| % { total: interruptionsTotal, window: window },
     },
 
-    // canReschedule is every reschedulability answer about a node of one kind (matchers on can_reschedule),
-    // from the node agent or from GKE's annotation on the node, as one series per node labelled value.
-    local canReschedule(matchers, value) =
+    local answer = 'node:gke_node_maintenance_can_reschedule:answer',
+
+    // currentAnswer is every current reschedulability answer about a node of one kind (matchers on
+    // can_reschedule), from the node agent or from GKE's annotation on the node, as one series per node labelled
+    // value.
+    local currentAnswer(matchers, value) =
       |||
         label_replace(
           group by (%(by)s) (
-            %(agent)s
+            gce_instance_upcoming_maintenance_info{%(agent)s, %(matchers)s}
             or
-            %(cluster)s
+            gke_node_upcoming_maintenance_info{%(cluster)s, %(matchers)s}
           ),
           "can_reschedule", "%(value)s", "", ""
         )
-      ||| % {
-        by: byNode,
-        agent: remembered('gce_instance_upcoming_maintenance_info{%s, %s}' % [c.nodeAgentSelector, matchers]),
-        cluster: remembered('gke_node_upcoming_maintenance_info{%s, %s}' % [c.clusterExporterSelector, matchers]),
-        value: value,
-      },
+      ||| % { by: byNode, agent: c.nodeAgentSelector, cluster: c.clusterExporterSelector, matchers: matchers, value: value },
+
+    // rememberedAnswer is the last answer of one kind within canRescheduleMemory, if it was about the maintenance
+    // the node has now (the answer's value is the start of the maintenance it was given for).
+    local rememberedAnswer(value) =
+      'last_over_time(%s{can_reschedule="%s"}[%s]) == on (%s) group_left () %s' % [answer, value, c.canRescheduleMemory, byNode, start],
 
     groups+: [
       {
         name: 'gke-disruption-maintenance.rules',
         rules: [
+          promql.nodeInfoRule(c),
           {
             // The start of each node's next maintenance, with the node's pool and accelerator labels: the
             // scheduled-maintenance-time label, else the window start of GKE's annotation, else the metadata
-            // server's (node agent). Each is bridged over gaps.
+            // server's (node agent). Each is bridged over gaps, but only for a node without any current value: a
+            // maintenance that moved during a gap is the new one at once.
             record: start,
-            expr: promql.withNodeInfo(c, |||
-              min by (%(by)s) (
-                %(label)s
-                or
-                %(annotation)s
-                or
-                %(agent)s
-              )
-            ||| % {
-              by: byNode,
-              label: promql.bridged(c, 'gke_node_scheduled_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector),
-              annotation: promql.bridged(c, 'gke_node_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.clusterExporterSelector),
-              agent: promql.bridged(c, 'gce_instance_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.nodeAgentSelector),
-            }),
+            expr: promql.withNodeInfo(c, promql.currentOrBridged(c, 'min', byNode, [
+              'gke_node_scheduled_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector,
+              'gke_node_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.clusterExporterSelector,
+              'gce_instance_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.nodeAgentSelector,
+            ])),
           },
           {
-            // Whether each node with maintenance can have it started earlier: "true" or "false" as the node agent
-            // or GKE's annotation last said within canRescheduleMemory ("false" when they disagree), else
-            // "unknown". One series per node, so that the automation alerts never see two answers.
-            record: 'node:gke_node_maintenance_can_reschedule:info',
+            // The current answer to "can this maintenance be rescheduled" ("false" when the node agent and GKE's
+            // annotation disagree), valued with the start of the maintenance it is about: the key under which
+            // the answer is remembered.
+            record: answer,
             expr: |||
               (
               %(false)s
                 or on (%(by)s)
               %(true)s
               )
-              and on (%(by)s) %(start)s
+              * on (%(by)s) group_left ()
+                %(start)s
+            ||| % {
+              by: byNode,
+              start: start,
+              'false': utils.indent(currentAnswer('can_reschedule!="true", can_reschedule!=""', 'false'), 2),
+              'true': utils.indent(currentAnswer('can_reschedule="true"', 'true'), 2),
+            },
+          },
+          {
+            // Whether each node with maintenance can have it started earlier: the current answer, else the last
+            // answer within canRescheduleMemory about the same maintenance ("false" when both were given), else
+            // "unknown". A new maintenance starts unknown. One series per node, so that the automation alerts
+            // never see two answers.
+            record: 'node:gke_node_maintenance_can_reschedule:info',
+            expr: |||
+              group by (%(by)s, can_reschedule) (
+                %(answer)s
+                or on (%(by)s)
+                %(false)s
+                or on (%(by)s)
+                %(true)s
+              )
               or on (%(by)s)
               label_replace(group by (%(by)s) (%(start)s), "can_reschedule", "unknown", "", "")
             ||| % {
               by: byNode,
               start: start,
-              'false': utils.indent(canReschedule('can_reschedule!="true", can_reschedule!=""', 'false'), 2),
-              'true': utils.indent(canReschedule('can_reschedule="true"', 'true'), 2),
+              answer: answer,
+              'false': rememberedAnswer('false'),
+              'true': rememberedAnswer('true'),
             },
           },
         ] + [
@@ -118,8 +139,52 @@ local utils = import '../lib/utils.libsonnet';
         ],
       },
       {
+        // What the node agents say about every node, reduced to the few nodes and agents with something to
+        // report, so that alerts bridge sparse series (see promql.libsonnet).
+        name: 'gke-disruption-agents.rules',
+        local byInstance = utils.labelList(c, ['node', 'instance']),
+        local lastSuccess = 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
+        rules: [
+          {
+            // When a node agent last reported on each node, remembered for signalGapTolerance from its own previous
+            // value: two samples per node each cycle.
+            record: promql.nodeAgentLastSeen,
+            expr: |||
+              max by (%(by)s) (timestamp(gce_instance_preempted{%(agent)s}))
+              or on (%(by)s)
+              %(recorded)s > time() - %(gap)d
+            ||| % { by: byNode, agent: c.nodeAgentSelector, recorded: promql.nodeAgentLastSeen, gap: utils.seconds(c.signalGapTolerance) },
+          },
+          {
+            // Over the last subqueryStep (the rules' interval): a preempted VM's agent is scraped only for seconds.
+            record: promql.preempted,
+            expr: 'max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1\n' % [byNode, c.nodeAgentSelector, c.subqueryStep],
+          },
+          {
+            // The node agents whose metadata server has not answered for metadataStaleThreshold, valued with the
+            // last answer.
+            record: promql.metadataStale,
+            expr: 'max by (%s) (%s) < time() - %d\n' % [byInstance, lastSuccess, utils.seconds(c.metadataStaleThreshold)],
+          },
+          {
+            // Every label kept: GKEDisruptionCollectorFailing names the agent's instance.
+            record: promql.agentCollectorFailing,
+            expr: 'gke_disruption_collector_success{%s} == 0\n' % c.nodeAgentSelector,
+          },
+          {
+            record: promql.upcomingUnsupported,
+            expr: 'max by (%s) (gke_disruption_metadata_path_supported{%s, path="instance/upcoming-maintenance"}) == 0\n' % [byInstance, c.nodeAgentSelector],
+          },
+        ],
+      },
+      {
         name: 'gke-disruption-interruptions.rules',
-        rules: [interruptions(name, c.interruptionsWindows[name]) for name in std.objectFields(c.interruptionsWindows)],
+        rules: [
+          {
+            record: interruptionsTotal,
+            expr: 'max by (%s) (gke_node_pool_interruptions_total{%s})\n' % [byPoolTypeReason, c.clusterExporterSelector],
+          },
+        ] + [interruptions(name, c.interruptionsWindows[name]) for name in std.objectFields(c.interruptionsWindows)],
       },
     ],
   },
