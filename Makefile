@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/prometheus/common/version.Version=$(VERSION) \
             -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null) \
             -X github.com/prometheus/common/version.Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
-TOOLS    := etcd kube-apiserver promtool prometheus alertmanager
+TOOLS    := etcd kube-apiserver promtool prometheus alertmanager helm
 
 .PHONY: all build test lint tools bench generate check-generated
 
