@@ -263,7 +263,7 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		}
 	}
 	if len(opts.Nodes) > 0 {
-		selected = slices.DeleteFunc(slices.Clone(selected), func(n *corev1.Node) bool { return !slices.Contains(opts.Nodes, n.Name) })
+		selected = slices.DeleteFunc(slices.Clone(selected), func(v *nodeview.View) bool { return !slices.Contains(opts.Nodes, v.Name) })
 	}
 	now := opts.Now()
 	statuses := statusesOf(selected)
