@@ -79,7 +79,7 @@ func TestInstallDryRunCheck(t *testing.T) {
 	kubelet := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: node.Name})
 	kubelet.Event(node, corev1.EventTypeNormal, "NodeReady", "Node status is now: NodeReady")
 
-	args := strings.Fields(strings.TrimPrefix(line, "kubectl "))
+	args := strings.Fields(strings.TrimPrefix(line, "kubectl get "))
 	testenv.Eventually(t, 30*time.Second, "the dry-run event listed by: "+line, func() error {
 		out := kubectlGet(t, api.Kubeconfig, args)
 		if !strings.Contains(out, "DisruptionActionDryRun") || !strings.Contains(out, "node/"+node.Name) {
