@@ -4,7 +4,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/prometheus/common/version.Version=$(VERSION) \
             -X github.com/prometheus/common/version.Revision=$(shell git rev-parse --short HEAD 2>/dev/null) \
             -X github.com/prometheus/common/version.Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
-TOOLS    := etcd kube-apiserver promtool prometheus alertmanager
+TOOLS    := etcd kube-apiserver promtool prometheus alertmanager helm
 
 .PHONY: all build test lint tools bench generate check-generated
 
@@ -13,7 +13,7 @@ all: lint build test
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/$(BINARY) ./cmd/$(BINARY)
 
-# tools builds the pinned kube-apiserver, etcd, Prometheus, promtool and Alertmanager into bin/ (once per version).
+# tools builds the pinned kube-apiserver, etcd, Prometheus, promtool, Alertmanager and Helm into bin/ (once per version).
 tools:
 	@for t in $(TOOLS); do ./tools/build.sh $$t >/dev/null || exit 1; done
 
@@ -65,3 +65,11 @@ image:
 demo: build
 	$(GO) build -o bin/gkesim ./cmd/gkesim
 	./bin/gkesim demo --exporter=bin/$(BINARY)
+
+# release prepares release VERSION (make release VERSION=v1.2.3): the image tag in the kustomize base, the example
+# overlay and the chart (version, appVersion); one static install.yaml per overlay, the packaged chart, the
+# kubectl plugin archives (RELEASE_PLATFORMS, default linux and darwin on amd64 and arm64) and their krew manifest in
+# dist/. Commit, then tag: docs/install.md, "Releases".
+.PHONY: release
+release:
+	./tools/release.sh $(VERSION)

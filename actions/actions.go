@@ -37,8 +37,8 @@ const (
 	DefaultRetryPeriod   = 2 * time.Second
 )
 
-// component is the event source name.
-const component = "gke-disruption-exporter-actions"
+// EventComponent is the source of the events the service writes about nodes (docs/install.md selects them by it).
+const EventComponent = "gke-disruption-exporter-actions"
 
 // Options configure the service.
 type Options struct {
@@ -102,7 +102,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 		Config:          opts.Config,
 		DryRun:          opts.DryRun,
 		Client:          opts.Client,
-		Recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: opts.Identity}),
+		Recorder:        broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: opts.Identity}),
 		Identity:        opts.Identity,
 		Owner:           opts.LeaseNamespace + "/" + opts.LeaseName,
 		Self:            opts.Self,

@@ -63,6 +63,7 @@ func TestInstallsRender(t *testing.T) {
 			checkReplicas(t, m)
 			checkNode(t, m)
 			checkActions(t, m)
+			checkClusterCritical(t, m)
 			checkScheduling(t, m)
 			checkNetworkPolicy(t, m)
 			checkScrapeConfig(t, m)
@@ -309,6 +310,14 @@ var (
 		corev1.Taint{Key: "cloud.google.com/gke-spot", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		corev1.Taint{Key: "cloud.google.com/impending-node-termination", Effect: corev1.TaintEffectNoSchedule})
 	standardNode = node("standard", map[string]string{"cloud.google.com/gke-nodepool": "default-pool"})
+	// Pools tainted by their owners (gcloud ... --node-taints=dedicated=ml:NoSchedule), and a NoExecute taint.
+	dedicatedNode = node("dedicated", map[string]string{"cloud.google.com/gke-accelerator": "nvidia-a100-80gb"},
+		corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule},
+		corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule})
+	noExecuteNode = node("no-execute", map[string]string{"cloud.google.com/gke-spot": "true"},
+		corev1.Taint{Key: "example.com/team", Value: "research", Effect: corev1.TaintEffectNoExecute})
+	dedicatedStandardNode = node("dedicated-standard", map[string]string{"cloud.google.com/gke-nodepool": "batch"},
+		corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule})
 )
 
 func node(name string, l map[string]string, taints ...corev1.Taint) *corev1.Node {
@@ -319,9 +328,9 @@ func node(name string, l map[string]string, taints ...corev1.Taint) *corev1.Node
 // live-migrate, the others never on accelerator nodes.
 func checkScheduling(t *testing.T, m manifests) {
 	t.Helper()
-	all := []*corev1.Node{gpuNode, tpuNode, spotNode, preemptibleNode, terminatingNode, standardNode}
+	all := []*corev1.Node{gpuNode, tpuNode, spotNode, preemptibleNode, terminatingNode, standardNode, dedicatedNode, noExecuteNode, dedicatedStandardNode}
 	want := map[workload][]string{
-		nodeWorkload:    {"gpu", "tpu", "spot", "preemptible", "terminating"},
+		nodeWorkload:    {"gpu", "tpu", "spot", "preemptible", "terminating", "dedicated", "no-execute"},
 		clusterWorkload: {"standard"},
 		actionsWorkload: {"standard"},
 	}
@@ -548,14 +557,10 @@ func checkDropsRuntimeSeries(t *testing.T, u *unstructured.Unstructured, ep map[
 	}
 }
 
-// checkNodeOutlivesWorkloads checks that the agent is a critical pod, admitted by a quota, and that it stops serving
-// within its grace period: on a preempted Spot VM it is then scraped after the workloads have stopped.
-func checkNodeOutlivesWorkloads(t *testing.T, m manifests, spec corev1.PodSpec) {
+// checkPriorityAdmitted checks that a ResourceQuota in the namespace admits the pods' priority class, for at least
+// pods of them: GKE admits the system-*-critical classes outside kube-system only so.
+func checkPriorityAdmitted(t *testing.T, m manifests, w workload, spec corev1.PodSpec, pods int64) {
 	t.Helper()
-	if spec.PriorityClassName != "system-node-critical" {
-		t.Errorf("node: priorityClassName %q, want system-node-critical", spec.PriorityClassName)
-	}
-	admitted := false
 	for _, u := range m.ofKind("ResourceQuota") {
 		var q corev1.ResourceQuota
 		decode(t, u, &q)
@@ -565,13 +570,38 @@ func checkNodeOutlivesWorkloads(t *testing.T, m manifests, spec corev1.PodSpec) 
 		for _, e := range q.Spec.ScopeSelector.MatchExpressions {
 			if e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn &&
 				slices.Contains(e.Values, spec.PriorityClassName) {
-				admitted = true
+				if got := q.Spec.Hard[corev1.ResourcePods]; got.Value() < pods {
+					t.Errorf("%s: ResourceQuota %s admits %s pods of %s, want at least %d", w.command, q.Name, got.String(), spec.PriorityClassName, pods)
+				}
+				return
 			}
 		}
 	}
-	if !admitted {
-		t.Errorf("node: no ResourceQuota in %s admits priority class %s (GKE requires one outside kube-system)", namespace, spec.PriorityClassName)
+	t.Errorf("%s: no ResourceQuota in %s admits priority class %s (GKE requires one outside kube-system)", w.command, namespace, spec.PriorityClassName)
+}
+
+// checkClusterCritical checks that the cluster exporter and the actions service outrank ordinary workloads, within
+// a quota that admits their replicas and a rolling update's surge of each.
+func checkClusterCritical(t *testing.T, m manifests) {
+	t.Helper()
+	for _, w := range []workload{clusterWorkload, actionsWorkload} {
+		spec := m.podTemplate(t, w).Spec
+		if spec.PriorityClassName != "system-cluster-critical" {
+			t.Errorf("%s: priorityClassName %q, want system-cluster-critical", w.command, spec.PriorityClassName)
+		}
+		// 1 cluster + 2 actions replicas, and one surge pod of each during a rolling update.
+		checkPriorityAdmitted(t, m, w, spec, 5)
 	}
+}
+
+// checkNodeOutlivesWorkloads checks that the agent is a critical pod, admitted by a quota, and that it stops serving
+// within its grace period: on a preempted Spot VM it is then scraped after the workloads have stopped.
+func checkNodeOutlivesWorkloads(t *testing.T, m manifests, spec corev1.PodSpec) {
+	t.Helper()
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("node: priorityClassName %q, want system-node-critical", spec.PriorityClassName)
+	}
+	checkPriorityAdmitted(t, m, nodeWorkload, spec, 65000)
 	delay := time.Duration(0)
 	for _, a := range spec.Containers[0].Args {
 		if v, ok := strings.CutPrefix(a, "--web.shutdown-delay="); ok {

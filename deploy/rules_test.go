@@ -3,29 +3,57 @@ package deploy
 import (
 	"bytes"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// ruleCopies maps each rule resource the mixin generates to its copy inside a component (see doc.go).
-var ruleCopies = map[string]string{
-	"../rules/prometheusrule.yaml": "components/prometheus-operator/prometheusrule.yaml",
-	"../rules/gmp-rules.yaml":      "components/google-managed-prometheus/gmp-rules.yaml",
+// copies maps each source to its copy inside a component or the chart (see doc.go); a source ending in / is a
+// directory, copied file by file.
+var copies = map[string]string{
+	"../rules/prometheusrule.yaml":               "components/prometheus-operator/prometheusrule.yaml",
+	"../rules/gmp-rules.yaml":                    "components/google-managed-prometheus/gmp-rules.yaml",
+	"../dashboards/":                             "components/prometheus-operator/dashboards/",
+	"base/":                                      chartDir + "/files/base/",
+	"components/google-managed-prometheus/":      chartDir + "/files/components/google-managed-prometheus/",
+	"components/prometheus-operator/":            chartDir + "/files/components/prometheus-operator/",
+	"components/prometheus-operator/dashboards/": chartDir + "/files/dashboards/",
 }
 
-func TestRuleCopiesUpToDate(t *testing.T) {
-	for source, dest := range ruleCopies {
-		want, err := os.ReadFile(source)
-		if err != nil {
-			t.Fatal(err)
+func TestSourceCopiesUpToDate(t *testing.T) {
+	for source, dest := range copies {
+		pairs := map[string]string{source: dest}
+		if strings.HasSuffix(source, "/") {
+			pairs = map[string]string{}
+			entries, err := os.ReadDir(source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				// The kustomizations stay behind: the chart renders their resources itself.
+				if !e.IsDir() && e.Name() != "kustomization.yaml" {
+					pairs[source+e.Name()] = dest + e.Name()
+				}
+			}
+			if got, _ := filepath.Glob(dest + "*"); len(got) != len(pairs) {
+				t.Errorf("%s holds %d files, %s %d: run `go generate ./deploy`", dest, len(got), source, len(pairs))
+			}
 		}
-		got, err := os.ReadFile(dest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from %s: run `go generate ./deploy`", dest, source)
+		for src, dst := range pairs {
+			want, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(dst)
+			if err != nil {
+				t.Errorf("%v: run `go generate ./deploy`", err)
+				continue
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from %s: run `go generate ./deploy`", dst, src)
+			}
 		}
 	}
 }

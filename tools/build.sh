@@ -11,6 +11,7 @@ case $name in
   promtool)       dir=prometheus; mod=github.com/prometheus/prometheus; pkg=github.com/prometheus/prometheus/cmd/promtool ;;
   staticcheck)    dir=staticcheck; mod=honnef.co/go/tools; pkg=honnef.co/go/tools/cmd/staticcheck ;;
   alertmanager)   dir=alertmanager; mod=github.com/prometheus/alertmanager; pkg=github.com/prometheus/alertmanager/cmd/alertmanager ;;
+  helm)           dir=helm; mod=helm.sh/helm/v3; pkg=helm.sh/helm/v3/cmd/helm ;;
   *) echo "tools/build.sh: unknown tool $name" >&2; exit 2 ;;
 esac
 version=$(awk -v m="$mod" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$root/tools/$dir/go.mod")

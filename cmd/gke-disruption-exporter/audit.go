@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 
@@ -16,17 +17,22 @@ import (
 // auditCommand prints the readiness findings and fails a pipeline on those at or above --fail-on.
 func auditCommand(app *kingpin.Application) runFunc {
 	cmd := app.Command("audit", "Print the readiness findings of workloads on GPU/TPU/Spot nodes; exit 1 when one is at or above --fail-on.")
-	kubeconfig := kubeconfigFlag(cmd)
-	kubeContext := cmd.Flag("context", "The kubeconfig context to use.").String()
-	output := cmd.Flag("output", "Output format: table or json.").Short('o').Default(cli.OutputTable).
-		Enum(cli.OutputTable, cli.OutputJSON)
+	clientFlags := kubectlFlags(cmd)
+	output, noHeaders := outputFlags(cmd, "table, json")
 	failOn := cmd.Flag("fail-on", "Exit 1 when a finding has this severity or a higher one: warning or error.").
 		Default(string(readiness.Warning)).Enum(string(readiness.Warning), string(readiness.Error))
 	namespace := cmd.Flag("namespace", "Only the workloads of this namespace (the cluster's own checks always count).").Short('n').String()
+	allNamespaces := cmd.Flag("all-namespaces", "Every namespace's workloads: the default, as kubectl's -A.").Short('A').Bool()
 	readinessFlags := workloads.AddFlags(cmd)
 
 	return func(ctx context.Context, logger *slog.Logger) error {
-		cfg, client, err := cliClient(*kubeconfig, *kubeContext)
+		if err := cli.CheckOutput(*output, false); err != nil {
+			return err
+		}
+		if *allNamespaces && *namespace != "" {
+			return &cli.ExitError{Code: cli.ExitAPI, Err: errors.New("--all-namespaces (-A) and --namespace (-n) exclude each other")}
+		}
+		cfg, client, err := cliClient(clientFlags)
 		if err != nil {
 			return err
 		}
@@ -35,7 +41,7 @@ func auditCommand(app *kingpin.Application) runFunc {
 			return cliExit(err)
 		}
 		return cliExit(cli.Audit(ctx, logger, client, meta, os.Stdout, cli.AuditOptions{
-			FailOn: readiness.Severity(*failOn), Output: *output, Namespace: *namespace, Config: readinessFlags.Config(),
+			FailOn: readiness.Severity(*failOn), Output: *output, NoHeaders: *noHeaders, Namespace: *namespace, Config: readinessFlags.Config(),
 		}))
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,11 +30,14 @@ import (
 // exit code and stderr.
 const mainEnv = "GKE_DISRUPTION_EXPORTER_RUN_MAIN"
 
+// argv0Env, when set, is the program name main sees (os.Args[0]).
+const argv0Env = "GKE_DISRUPTION_EXPORTER_ARGV0"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		for i, a := range os.Args {
 			if a == "--" {
-				os.Args = append([]string{name}, os.Args[i+1:]...)
+				os.Args = append([]string{cmp.Or(os.Getenv(argv0Env), name)}, os.Args[i+1:]...)
 				break
 			}
 		}
@@ -49,8 +53,14 @@ func TestMain(m *testing.M) {
 // runMain runs the binary's main with args and returns its exit code, stdout and stderr.
 func runMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runMainEnv(t, []string{"KUBECONFIG=/nonexistent"}, args...)
+}
+
+// runMainEnv is runMain with env added to the process's environment.
+func runMainEnv(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1", "KUBECONFIG=/nonexistent")
+	cmd.Env = append(append(os.Environ(), mainEnv+"=1"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -8,9 +8,7 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"golang.org/x/term"
-	"k8s.io/client-go/kubernetes"
 	k8smetadata "k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
 )
@@ -18,20 +16,22 @@ import (
 // statusCommand prints the fleet's maintenance table from the API server.
 func statusCommand(app *kingpin.Application) runFunc {
 	cmd := app.Command("status", "Print the nodes with maintenance pending or in progress, from the API server.")
-	kubeconfig := kubeconfigFlag(cmd)
-	kubeContext := cmd.Flag("context", "The kubeconfig context to use.").String()
-	output := cmd.Flag("output", "Output format: table, wide or json.").Short('o').Default(cli.OutputTable).
-		Enum(cli.OutputTable, cli.OutputWide, cli.OutputJSON)
+	clientFlags := kubectlFlags(cmd)
+	output, noHeaders := outputFlags(cmd, "table, wide, json")
 	selector := cmd.Flag("selector", "Label selector over nodes (kubectl's -l).").Short('l').String()
 	pool := cmd.Flag("pool", "Only the nodes of this node pool.").String()
 	all := cmd.Flag("all", "Every node, not only those with something pending or in progress.").Bool()
+	nodes := cmd.Arg("node", "Only these nodes, whatever their state (as kubectl get nodes NAME...).").Strings()
 	watch := cmd.Flag("watch", "Redraw whenever a node, or the workloads on it, change.").Short('w').Bool()
 	policyFile := cmd.Flag("config.file", "The actions policy file (YAML) to report budgets against; default: the policy of --actions.deployment.").String()
 	actionsDeployment := cmd.Flag("actions.deployment", "The actions service's Deployment (NAMESPACE/NAME), whose policy ConfigMap gives the budgets.").
 		Default(cli.DefaultActionsDeployment).String()
 
 	return func(ctx context.Context, _ *slog.Logger) error {
-		cfg, client, err := cliClient(*kubeconfig, *kubeContext)
+		if err := cli.CheckOutput(*output, true); err != nil {
+			return err
+		}
+		cfg, client, err := cliClient(clientFlags)
 		if err != nil {
 			return err
 		}
@@ -39,28 +39,13 @@ func statusCommand(app *kingpin.Application) runFunc {
 		if err != nil {
 			return cliExit(err)
 		}
-		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Output: *output, Now: time.Now,
-			PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment}
+		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Nodes: *nodes, Output: *output,
+			NoHeaders: *noHeaders, Now: time.Now, PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment}
 		if *watch {
 			return cliExit(cli.Watch(ctx, client, meta, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())), opts))
 		}
 		return cliExit(cli.Status(ctx, client, meta, os.Stdout, opts))
 	}
-}
-
-// cliClient is the status and audit commands' client: kubectl's --kubeconfig and --context, a bounded request time.
-func cliClient(kubeconfig, kubeContext string) (*rest.Config, *kubernetes.Clientset, error) {
-	cfg, err := cli.ClientConfig(kubeconfig, kubeContext)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg = userAgent(cfg)
-	cfg.Timeout = 30 * time.Second
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, &cli.ExitError{Code: cli.ExitAPI, Err: err}
-	}
-	return cfg, client, nil
 }
 
 // cliExit gives every failure of a terminal command an exit code: 1 belongs to audit's findings, so other errors

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -32,7 +32,9 @@ import (
 // AuditOptions are the audit command's flags.
 type AuditOptions struct {
 	FailOn readiness.Severity
-	Output string // table or json
+	Output string // table, or one of kubectl's formats (CheckOutput)
+	// NoHeaders prints one line per finding and workload, without column names.
+	NoHeaders bool
 	// Namespace, when set, keeps only the workloads of that namespace (cluster checks always count).
 	Namespace string
 	Config    readiness.Config
@@ -107,7 +109,7 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 	if opts.Namespace != "" {
 		results = inNamespace(results, opts.Namespace)
 	}
-	if err := RenderAudit(w, results, opts.Output); err != nil {
+	if err := RenderAudit(w, results, opts.Output, opts.NoHeaders); err != nil {
 		return err
 	}
 	for _, r := range results {
@@ -250,14 +252,44 @@ func inNamespace(results []CheckResult, namespace string) []CheckResult {
 }
 
 // RenderAudit writes results as a table (grouped by check, with the fix) or as a JSON list.
-func RenderAudit(w io.Writer, results []CheckResult, output string) error {
-	if output == OutputJSON {
-		if results == nil {
-			results = []CheckResult{}
+func RenderAudit(w io.Writer, results []CheckResult, output string, noHeaders bool) error {
+	if results == nil {
+		results = []CheckResult{}
+	}
+	// One row per failing check and workload (one for a cluster check), for custom-columns and --no-headers.
+	type row struct {
+		Check    string             `json:"check"`
+		Severity readiness.Severity `json:"severity"`
+		WorkloadFinding
+	}
+	var rows []row
+	for _, r := range results {
+		if len(r.Workloads) == 0 {
+			rows = append(rows, row{Check: r.Check, Severity: r.Severity, WorkloadFinding: WorkloadFinding{Pods: 1}})
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
+		for _, f := range r.Workloads {
+			rows = append(rows, row{Check: r.Check, Severity: r.Severity, WorkloadFinding: f})
+		}
+	}
+	if output != OutputTable {
+		items := make([]any, len(rows))
+		var names []runtime.Object
+		seen := map[string]bool{}
+		for i, r := range rows {
+			items[i] = r
+			if k := r.Kind + "/" + r.Workload; r.Workload != "" && !seen[k] {
+				seen[k] = true
+				names = append(names, named(kindGroups[r.Kind], r.Kind, r.Workload))
+			}
+		}
+		return printDocument(w, output, noHeaders, results, map[string]any{"items": results}, items, names)
+	}
+	if noHeaders {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Severity, r.Check, orDash(r.Namespace), orDash(r.Kind), orDash(r.Workload), r.Pods)
+		}
+		return tw.Flush()
 	}
 	if len(results) == 0 {
 		_, err := fmt.Fprintln(w, "No readiness findings.")
@@ -281,6 +313,12 @@ func RenderAudit(w io.Writer, results []CheckResult, output string) error {
 		}
 	}
 	return nil
+}
+
+// kindGroups are the API groups of the workload kinds, for -o name; a kind not listed prints without its group.
+var kindGroups = map[string]string{
+	"Deployment": "apps", "StatefulSet": "apps", "ReplicaSet": "apps", "DaemonSet": "apps",
+	"Job": "batch", "CronJob": "batch", "JobSet": "jobset.x-k8s.io", "LeaderWorkerSet": "leaderworkerset.x-k8s.io",
 }
 
 func severityTag(s readiness.Severity) string {

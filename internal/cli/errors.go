@@ -9,10 +9,6 @@ import (
 	"net/url"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 )
 
 // Exit codes.
@@ -53,26 +49,4 @@ func apiError(what string, err error) error {
 		}
 	}
 	return &ExitError{Code: ExitAPI, Err: errors.New(msg)}
-}
-
-// ClientConfig is the API server configuration for kubeconfig and context (kubectl's --kubeconfig and --context):
-// with neither, in-cluster, then $KUBECONFIG.
-func ClientConfig(kubeconfig, context string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if context == "" {
-		cfg, err = kube.Config(kubeconfig)
-	} else {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-			&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-		if err != nil {
-			err = fmt.Errorf("loading kubeconfig: %w", err)
-		}
-	}
-	if err != nil {
-		return nil, &ExitError{Code: ExitAPI, Err: err}
-	}
-	return cfg, nil
 }

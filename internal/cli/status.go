@@ -3,10 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,8 +47,12 @@ type StatusOptions struct {
 	Selector string // label selector
 	Pool     string // node pool; added to Selector
 	All      bool   // every node, not only those with something pending or in progress
-	Output   string
-	Now      func() time.Time
+	// Nodes, when set, are the only nodes shown (status NODE...), each whatever its state.
+	Nodes  []string
+	Output string // table, wide, or one of kubectl's formats (CheckOutput)
+	// NoHeaders prints the table's node rows only: no pool counts, budgets or column names.
+	NoHeaders bool
+	Now       func() time.Time
 	// PolicyFile is a local actions policy (--config.file); when empty the policy is read from the ConfigMap of
 	// ActionsDeployment (namespace/name, default DefaultActionsDeployment).
 	PolicyFile        string
@@ -259,9 +263,12 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 			}
 		}
 	}
+	if len(opts.Nodes) > 0 {
+		selected = slices.DeleteFunc(slices.Clone(selected), func(v *nodeview.View) bool { return !slices.Contains(opts.Nodes, v.Name) })
+	}
 	now := opts.Now()
 	statuses := statusesOf(selected)
-	rows := rowsOf(statuses, opts.All)
+	rows := rowsOf(statuses, opts.All || len(opts.Nodes) > 0)
 	if snap.Workloads != nil {
 		withWorkloads(rows, snap.Workloads)
 	}
@@ -269,16 +276,25 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 	if snap.Policy != nil {
 		budgets = budgetsOf(snap.Policy, views, now)
 	}
-	if opts.Output == OutputJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(Report{Pools: countPools(statuses), Budgets: budgets, BudgetsUnknown: snap.PolicyUnknown,
-			WorkloadsUnknown: snap.WorkloadsUnknown, Stale: snap.Stale, Nodes: rows})
+	if opts.Output != OutputTable && opts.Output != OutputWide {
+		report := Report{Pools: countPools(statuses), Budgets: budgets, BudgetsUnknown: snap.PolicyUnknown,
+			WorkloadsUnknown: snap.WorkloadsUnknown, Stale: snap.Stale, Nodes: rows}
+		items := make([]any, len(rows))
+		names := make([]runtime.Object, len(rows))
+		for i, r := range rows {
+			items[i], names[i] = r, named("", "Node", r.Node)
+		}
+		return printDocument(w, opts.Output, opts.NoHeaders, report, report, items, names)
+	}
+	wide := opts.Output == OutputWide
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	if opts.NoHeaders {
+		writeNodeRows(tw, rows, snap.Workloads != nil, wide, now)
+		return tw.Flush()
 	}
 	if snap.Stale != "" {
 		fmt.Fprintf(w, "STALE: %s\n\n", snap.Stale)
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tNODES\tSCHEDULED\tIN-MAINTENANCE\tCORDONED\tACTIONS")
 	for _, p := range countPools(statuses) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", orDash(p.Pool), p.Nodes, p.Scheduled, p.InMaintenance, p.Cordoned, p.Actions)
@@ -296,7 +312,6 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		fmt.Fprintf(w, "Workloads unknown: %s\n", snap.WorkloadsUnknown)
 	}
 	fmt.Fprintln(w)
-	wide := opts.Output == OutputWide
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "No nodes with maintenance pending or in progress.")
 		return nil
@@ -307,6 +322,12 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		header += "\tWINDOW-END (" + zone + ")\tLATEST-START (" + zone + ")\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
 	}
 	fmt.Fprintln(tw, header+"\tWORKLOADS")
+	writeNodeRows(tw, rows, snap.Workloads != nil, wide, now)
+	return tw.Flush()
+}
+
+// writeNodeRows writes the node table's rows, without its header.
+func writeNodeRows(tw io.Writer, rows []NodeStatus, workloadsKnown, wide bool, now time.Time) {
 	for _, r := range rows {
 		scheduled := "-"
 		if r.MaintenanceStart != nil {
@@ -322,9 +343,8 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", timeOrDash(r.WindowEnd), timeOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
 				orDash(r.Action), hosts)
 		}
-		fmt.Fprintf(tw, "\t%s\n", workloadsCell(r, snap.Workloads != nil, wide))
+		fmt.Fprintf(tw, "\t%s\n", workloadsCell(r, workloadsKnown, wide))
 	}
-	return tw.Flush()
 }
 
 // workloadsCell is "ns/name" for one workload, "ns/name,+2" for three (every ns/Kind/name in wide), "-" for none,
@@ -538,6 +558,12 @@ func Status(ctx context.Context, client kubernetes.Interface, meta metadata.Inte
 	nodes := make([]*corev1.Node, len(list.Items))
 	for i := range list.Items {
 		nodes[i] = &list.Items[i]
+	}
+	// As kubectl get: a node asked for by name that does not exist is an error.
+	for _, name := range opts.Nodes {
+		if !slices.ContainsFunc(nodes, func(n *corev1.Node) bool { return n.Name == name }) {
+			return &ExitError{Code: ExitAPI, Err: fmt.Errorf("node %q not found", name)}
+		}
 	}
 	return Render(w, s.snapshot(nodes), opts)
 }

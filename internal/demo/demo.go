@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
@@ -25,8 +26,9 @@ type Config struct {
 }
 
 // Run starts the stack, prints where everything is, and shows the live summary until ctx ends; then it stops
-// everything and removes its files.
-func Run(ctx context.Context, cfg Config) error {
+// everything and removes its files. A default port that is taken is replaced by a free one. When a component
+// fails, its files stay and the error names its log.
+func Run(ctx context.Context, cfg Config) (err error) {
 	dir, err := os.MkdirTemp("", "gke-disruption-demo-")
 	if err != nil {
 		return err
@@ -47,6 +49,14 @@ func Run(ctx context.Context, cfg Config) error {
 
 	progress.Info("starting the demo stack; the first run builds kube-apiserver, etcd, Prometheus and Alertmanager (several minutes)",
 		"dir", dir)
+	nodes := 0
+	for _, p := range cfg.Scenario.NodePools {
+		nodes += p.Nodes
+	}
+	ports, moved := cfg.Ports.Available(nodes)
+	if len(moved) > 0 {
+		progress.Info("ports in use; these components listen on free ports instead (printed below)", "taken", strings.Join(moved, ", "))
+	}
 	stack, err := Start(ctx, Options{
 		Scenario:         cfg.Scenario,
 		Exporter:         cfg.Exporter,
@@ -54,15 +64,21 @@ func Run(ctx context.Context, cfg Config) error {
 		AlertmanagerFile: cfg.AlertmanagerFile,
 		Rules:            demoRules(cfg.Scenario.TimeScale),
 		Interval:         time.Second,
-		Ports:            cfg.Ports,
+		Ports:            ports,
 		Dir:              dir,
 		Logger:           logger,
 	})
 	if err != nil {
-		os.RemoveAll(dir)
-		return err
+		return fmt.Errorf("%w\n(the demo's files stay in %s; remove them when done)", err, dir)
 	}
-	defer stack.Close()
+	defer func() {
+		if err != nil {
+			stack.Stop()
+			err = fmt.Errorf("%w\n(the demo's files stay in %s; remove them when done)", err, dir)
+			return
+		}
+		stack.Close()
+	}()
 
 	header := endpoints(stack, cfg)
 	fmt.Fprint(cfg.Out, header)

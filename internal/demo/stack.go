@@ -63,7 +63,8 @@ type Options struct {
 	// Kube, when set, is used instead of starting etcd and kube-apiserver.
 	Kube  *Kube
 	Ports Ports
-	// Dir holds configuration, data and logs (logs/NAME.log); it is created and removed by Close.
+	// Dir holds configuration, data and logs (logs/NAME.log); it is created, and removed by Close. A failed Start
+	// leaves it for its logs.
 	Dir    string
 	Logger *slog.Logger
 }
@@ -116,9 +117,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	// On error the files stay: the error names a component's log.
 	defer func() {
 		if err != nil {
-			s.Close()
+			s.Stop()
 		}
 	}()
 	if err := s.startKube(opts); err != nil {
@@ -347,6 +349,12 @@ func (s *Stack) startPrometheusAndAlertmanager(ctx context.Context, opts Options
 
 // Close stops every component, the simulators and the driver, and removes Dir.
 func (s *Stack) Close() {
+	s.Stop()
+	os.RemoveAll(s.opts.Dir)
+}
+
+// Stop stops every component and leaves the files (configuration, data and logs) in place.
+func (s *Stack) Stop() {
 	for i := len(s.processes) - 1; i >= 0; i-- {
 		s.processes[i].Stop(5 * time.Second)
 	}
@@ -358,7 +366,6 @@ func (s *Stack) Close() {
 	if s.apiserver != nil {
 		s.apiserver.Stop()
 	}
-	os.RemoveAll(s.opts.Dir)
 }
 
 // Exited names a component process that has stopped on its own, with the end of its log, or returns "".
@@ -369,6 +376,38 @@ func (s *Stack) Exited() string {
 		}
 	}
 	return ""
+}
+
+// Available returns p with every port that is taken on loopback now replaced by zero (a free one), and which
+// components moved. A range (NodeAgents, Metadata: nodes consecutive ports) moves as a whole when one of its
+// ports is taken.
+func (p Ports) Available(nodes int) (Ports, []string) {
+	var moved []string
+	check := func(name string, port *int, count int) {
+		if *port == 0 {
+			return
+		}
+		for i := range count {
+			l, err := net.Listen("tcp", loopback(*port+i))
+			if err != nil {
+				moved = append(moved, fmt.Sprintf("%s (%d)", name, *port+i))
+				*port = 0
+				return
+			}
+			l.Close()
+		}
+	}
+	check("etcd", &p.Etcd, 1)
+	check("etcd peer", &p.EtcdPeer, 1)
+	check("kube-apiserver", &p.APIServer, 1)
+	check("Prometheus", &p.Prometheus, 1)
+	check("Alertmanager", &p.Alertmanager, 1)
+	check("cluster exporter", &p.Cluster, 1)
+	check("actions", &p.Actions, 1)
+	check("Cloud Monitoring simulator", &p.Monitoring, 1)
+	check("node agents", &p.NodeAgents, nodes)
+	check("metadata simulators", &p.Metadata, nodes)
+	return p, moved
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

@@ -17,7 +17,7 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Tool returns the path of a pinned tool (kube-apiserver, etcd, prometheus, promtool, alertmanager), building it
+// Tool returns the path of a pinned tool (kube-apiserver, etcd, prometheus, promtool, alertmanager, helm), building it
 // into bin/ the first time (minutes; cached afterwards).
 func Tool(name string) (string, error) {
 	var stdout, stderr bytes.Buffer

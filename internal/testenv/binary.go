@@ -11,7 +11,7 @@ import (
 // RepoRoot is the repository's top directory.
 func RepoRoot() string { return localenv.RepoRoot() }
 
-// Binary returns the path of a pinned tool (kube-apiserver, etcd, prometheus, promtool, alertmanager), building it
+// Binary returns the path of a pinned tool (kube-apiserver, etcd, prometheus, promtool, alertmanager, helm), building it
 // into bin/ the first time. `make tools` builds them all ahead of the tests.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
