@@ -75,7 +75,7 @@ func BenchmarkRuleCost(b *testing.B) {
 			if vec, ok := res.Value.(promql.Vector); ok && r.Record != "" {
 				app := st.Appender(context.Background())
 				for _, smp := range vec {
-					l := labels.NewBuilder(smp.Metric).Set(labels.MetricName, r.Record).Labels()
+					l := labels.NewBuilder(smp.Metric).Set(model.MetricNameLabel, r.Record).Labels()
 					if _, err := app.Append(0, l, ts.UnixMilli(), smp.F); err != nil {
 						b.Fatal(err)
 					}

@@ -324,7 +324,7 @@ func (s *Silences) complete(present map[string]bool) error {
 		return fmt.Errorf("silences.nodeLabels: empty; list the alert labels that name the node, or leave the key out for %v", DefaultSilenceNodeLabels)
 	}
 	for i, l := range s.NodeLabels {
-		if !model.LabelName(l).IsValidLegacy() || l == model.AlertNameLabel {
+		if !model.LegacyValidation.IsValidLabelName(l) || l == model.AlertNameLabel {
 			return fmt.Errorf("silences.nodeLabels[%d]: %q is not a label that can name a node", i, l)
 		}
 	}
