@@ -264,7 +264,7 @@ func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
 	r.waitLeading()
 	mustAccept(t, r, alert(node, nodeview.Drain, false, startsAt))
 	c.waitEvent(node, "held by cordon")
-	r.waitMetric("waiting on the other hand", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "reason": "other_owner"}, 1)
+	r.waitMetric("waiting on the other hand", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "other_owner"}, 1)
 	if n := c.get(node); !n.Spec.Unschedulable || nodeview.ReadRecord(n.Annotations).Phase != "" {
 		t.Fatalf("a node cordoned by someone else was taken: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}

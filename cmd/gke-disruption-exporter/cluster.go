@@ -170,14 +170,15 @@ func (p *pendingCollector) Update(ch chan<- prometheus.Metric) error {
 // while as a pod starts.
 var clusterBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 30 * time.Second, Steps: math.MaxInt32}
 
-// noServerAttempts is how many look-ups finding no metadata server at all (nothing listening, no such host) mean
-// the exporter does not run on GCE.
+// noServerAttempts is how many look-ups finding no metadata server at all (nothing listening, no such host), or
+// something at its address that refuses (metadata.Refused), mean the exporter does not run on GCE.
 const noServerAttempts = 5
 
 // ownCluster is the GKE cluster the exporter runs in, from the metadata server's instance attributes, so that by
 // default only its own interruptions are listed. It retries, with backoff, for as long as a metadata server is
 // there but fails or is slow; it settles for every cluster (none returned) only when the metadata server answers
-// that the VM has no cluster-name attribute, or when none is found after a few attempts (not on GCE). ok is false
+// that the VM has no cluster-name attribute, or when none is found, or only a refusal, after a few attempts (not on
+// GCE). ok is false
 // when ctx ended first.
 func ownCluster(ctx context.Context, logger *slog.Logger, backoff wait.Backoff) (clusters []cloudmonitoring.Cluster, ok bool) {
 	for attempt := 1; ; attempt++ {
@@ -192,8 +193,8 @@ func ownCluster(ctx context.Context, logger *slog.Logger, backoff wait.Backoff) 
 			logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, the metadata server has no cluster-name " +
 				"attribute): listing the interruptions of every cluster of the projects")
 			return nil, true
-		case metadata.NoServer(err) && attempt >= noServerAttempts:
-			logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, no metadata server): listing the "+
+		case (metadata.NoServer(err) || metadata.Refused(err)) && attempt >= noServerAttempts:
+			logger.Warn("own cluster unknown (no --cloudmonitoring.cluster, no usable metadata server): listing the "+
 				"interruptions of every cluster of the projects", "err", err)
 			return nil, true
 		}

@@ -138,23 +138,29 @@ func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 		args     []string
 		want     []string
 		unwanted []string
+		// forbidding: without an instance, something at the metadata address answers 403 to every request (a
+		// sandbox's proxy): not a metadata server that will ever answer.
+		forbidding bool
 	}{
 		{"own cluster", own, nil, nil,
 			[]string{series("us-central1", "train"), `gke_disruption_cloudmonitoring_cluster_info{cluster_location="us-central1",cluster_name="train",source="metadata"} 1`},
-			[]string{series("us-central1", "serve"), series("europe-west4", "train")}},
+			[]string{series("us-central1", "serve"), series("europe-west4", "train")}, false},
 		{"metadata server failing at start", own, func(md *mdsim.Server) { md.Fail(mdsim.KeyClusterName, http.StatusServiceUnavailable, 3) }, nil,
-			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}},
+			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}, false},
 		{"metadata server slow at start", own, func(md *mdsim.Server) {
 			md.Delay(mdsim.KeyClusterName, 4*time.Second)
 			time.AfterFunc(5*time.Second, func() { md.Delay(mdsim.KeyClusterName, 0) })
 		}, nil,
-			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}},
+			[]string{series("us-central1", "train")}, []string{series("us-central1", "serve"), series("europe-west4", "train")}, false},
 		{"no metadata server", nil, nil, nil,
 			[]string{series("us-central1", "train"), series("us-central1", "serve"), series("europe-west4", "train"),
-				`gke_disruption_cloudmonitoring_cluster_info{cluster_location="",cluster_name="",source="all"} 1`}, nil},
+				`gke_disruption_cloudmonitoring_cluster_info{cluster_location="",cluster_name="",source="all"} 1`}, nil, false},
+		{name: "something else forbids at the metadata address", want: []string{series("us-central1", "train"), series("us-central1", "serve"),
+			series("europe-west4", "train"), `gke_disruption_cloudmonitoring_cluster_info{cluster_location="",cluster_name="",source="all"} 1`},
+			forbidding: true},
 		{"location/name flag", own, nil, []string{"--cloudmonitoring.cluster=europe-west4/train"},
 			[]string{series("europe-west4", "train"), `gke_disruption_cloudmonitoring_cluster_info{cluster_location="europe-west4",cluster_name="train",source="flag"} 1`},
-			[]string{series("us-central1", "serve"), series("us-central1", "train")}},
+			[]string{series("us-central1", "serve"), series("us-central1", "train")}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.instance != nil {
@@ -165,6 +171,12 @@ func TestClusterListsItsOwnClusterByDefault(t *testing.T) {
 				if tc.fault != nil {
 					tc.fault(md)
 				}
+			} else if tc.forbidding {
+				ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					http.Error(w, "resolve_deny: denied destination", http.StatusForbidden)
+				}))
+				t.Cleanup(ts.Close)
+				t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(ts.URL, "http://"))
 			} else {
 				t.Setenv("GCE_METADATA_HOST", freeAddress(t)) // nothing listens
 			}

@@ -138,6 +138,22 @@ func NoServer(err error) bool {
 	return errors.As(err, &opErr) && opErr.Op == "dial" && !opErr.Timeout()
 }
 
+// StatusError is an answer other than 200 or 404 from the metadata server.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("status %d: %s", e.Code, quote(e.Body)) }
+
+// Refused reports whether err is an answer that will not change by asking again: a client error other than 404 and
+// 429. GCE's metadata server answers 403 only to a request without Metadata-Flavor, which this client always sends,
+// so a 403 comes from something else at its address (a proxy, a sandbox), not from a server that is starting.
+func Refused(err error) bool {
+	var s *StatusError
+	return errors.As(err, &s) && s.Code >= 400 && s.Code < 500 && s.Code != http.StatusNotFound && s.Code != http.StatusTooManyRequests
+}
+
 // Attributes reads the instance attributes named by keys (instance/attributes/<key>), one attempt each within
 // timeout. A key that is not defined reads as "".
 func Attributes(ctx context.Context, timeout time.Duration, keys ...string) (map[string]string, error) {
@@ -154,7 +170,7 @@ func Attributes(ctx context.Context, timeout time.Duration, keys ...string) (map
 		case r.status == http.StatusNotFound:
 			out[key] = ""
 		case r.status != http.StatusOK:
-			errs = append(errs, fmt.Errorf("instance/attributes/%s: status %d: %s", key, r.status, quote(r.body)))
+			errs = append(errs, fmt.Errorf("instance/attributes/%s: %w", key, &StatusError{Code: r.status, Body: r.body}))
 		default:
 			out[key] = strings.TrimSpace(r.body)
 		}

@@ -248,6 +248,8 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 	if err := run("cluster", s.Cluster, nil, "cluster",
 		"--kubeconfig="+s.Kubeconfig,
 		"--cloudmonitoring.project="+sc.Cluster.Project,
+		// The simulated cluster is named here: no metadata server answers for the exporter's own VM.
+		"--cloudmonitoring.cluster="+sc.Cluster.Location+"/"+sc.Cluster.Name,
 		"--cloudmonitoring.endpoint="+s.Monitoring,
 		"--cloudmonitoring.insecure",
 		"--cloudmonitoring.interval="+opts.Interval.String(),
@@ -270,6 +272,7 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 	s.Actions = actionsAddr
 	if err := run("actions", s.Actions, nil, "actions",
 		"--kubeconfig="+s.Kubeconfig,
+		"--cluster="+sc.Cluster.Name,
 		"--config.file="+opts.PolicyFile,
 		"--web.config.file="+filepath.Join(opts.Dir, "actions-web-config.yml"),
 	); err != nil {
