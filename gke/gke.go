@@ -28,6 +28,11 @@ const (
 	// LabelPerformMaintenance=true asks GKE to start reschedulable maintenance now.
 	LabelPerformMaintenance   = "cloud.google.com/perform-maintenance"
 	LabelOpportunisticDisable = "cloud.google.com/opportunistic-disable"
+	// The node's place in the physical topology (A3, A4 and other reservation-bound VMs): the host it runs on,
+	// the sub-block and the block of the cluster that host sits in.
+	LabelTopologyHost     = "cloud.google.com/gce-topology-host"
+	LabelTopologySubblock = "cloud.google.com/gce-topology-subblock"
+	LabelTopologyBlock    = "cloud.google.com/gce-topology-block"
 )
 
 // Taints GKE sets.

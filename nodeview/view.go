@@ -33,6 +33,8 @@ type View struct {
 	Accelerated, Spot bool
 	// KubeletVersion tells whether GKE labels the node with its maintenance (gke.MaintenanceNoticeVersion).
 	KubeletVersion string
+	// Host, Block and Subblock are where the node's VM runs (gce-topology labels; "" when GKE does not say).
+	Host, Block, Subblock string
 	// TPUSliceHosts is the VM count of the node's TPU slice (0 when not known); above 1 a multi-host slice.
 	TPUSliceHosts int
 
@@ -85,6 +87,9 @@ func Of(node *corev1.Node) *View {
 		Deleting:                    node.DeletionTimestamp != nil,
 		Labels:                      labels,
 		Pool:                        labels[gke.LabelNodePool],
+		Host:                        labels[gke.LabelTopologyHost],
+		Block:                       labels[gke.LabelTopologyBlock],
+		Subblock:                    labels[gke.LabelTopologySubblock],
 		KubeletVersion:              node.Status.NodeInfo.KubeletVersion,
 		Accelerated:                 gke.Accelerated(labels),
 		Spot:                        gke.Spot(labels),

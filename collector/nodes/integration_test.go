@@ -121,7 +121,8 @@ func gkeNodes() []*v1.Node {
 	a3 := node("gke-train-a3-0", map[string]string{
 		gke.LabelNodePool: "a3-train", gke.LabelZone: "us-central1-a", gke.LabelInstanceType: "a3-highgpu-8g",
 		gke.LabelAccelerator: "nvidia-h100-80gb", gke.LabelScheduledMaintenanceTime: "1764547200",
-		"kubernetes.io/hostname": "gke-train-a3-0",
+		"kubernetes.io/hostname": "gke-train-a3-0", gke.LabelTopologyBlock: "b-7f3a", gke.LabelTopologySubblock: "sb-2c41",
+		gke.LabelTopologyHost: "h-91d0",
 	})
 	a3.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"can_reschedule":"true",` +
 		`"latest_window_start_time":"2025-12-08T00:00:00Z","maintenance_status":"PENDING","type":"SCHEDULED",` +
@@ -195,9 +196,9 @@ func TestSeriesFollowNodes(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	createNode(t, api.Client, node("n1", map[string]string{gke.LabelNodePool: "p"}))
 	e := startExporter(t, api.Client)
-	info := `# HELP gke_node_info GKE node metadata: node pool, zone, machine type, accelerators and provisioning model.
+	info := `# HELP gke_node_info GKE node metadata: node pool, zone, machine type, accelerators, provisioning model and physical host.
 # TYPE gke_node_info gauge
-gke_node_info{accelerator="",machine_type="",node="n1",node_pool="p",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1
+gke_node_info{accelerator="",block="",host="",machine_type="",node="n1",node_pool="p",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1
 `
 	scheduled := `# HELP gke_node_scheduled_maintenance_timestamp_seconds When host maintenance is scheduled to start, from the node label cloud.google.com/scheduled-maintenance-time.
 # TYPE gke_node_scheduled_maintenance_timestamp_seconds gauge

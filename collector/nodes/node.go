@@ -67,13 +67,18 @@ func Transform(obj any) (any, error) {
 func labelValue(labels map[string]string, keys ...string) string {
 	for _, key := range keys {
 		if v, ok := labels[key]; ok {
-			if !utf8.ValidString(v) {
-				return ""
-			}
-			return v
+			return utf8Value(v)
 		}
 	}
 	return ""
+}
+
+// utf8Value is v as a Prometheus label value: "" when v is not valid UTF-8.
+func utf8Value(v string) string {
+	if !utf8.ValidString(v) {
+		return ""
+	}
+	return v
 }
 
 // provisioning is the node's provisioning model: the GKE label, else spot for gke-spot=true, else standard.

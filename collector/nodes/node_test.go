@@ -36,22 +36,27 @@ func TestRender(t *testing.T) {
 		{
 			name: "plain node has only info, provisioning standard",
 			node: node("n1", nil),
-			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="",node="n1",node_pool="",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "spot label without provisioning label",
 			node: node("n1", map[string]string{gke.LabelSpot: "true", gke.LabelNodePool: "spot-pool"}),
-			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="spot-pool",provisioning="spot",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="",node="n1",node_pool="spot-pool",provisioning="spot",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "provisioning label wins over spot",
 			node: node("n1", map[string]string{gke.LabelSpot: "true", gke.LabelProvisioning: "flex-start"}),
-			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="flex-start",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="",node="n1",node_pool="",provisioning="flex-start",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "deprecated zone and instance type labels",
 			node: node("n1", map[string]string{gke.LabelZoneDeprecated: "us-central1-a", gke.LabelInstanceTypeDeprecated: "a3-highgpu-8g"}),
-			want: `gke_node_info{accelerator="",machine_type="a3-highgpu-8g",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone="us-central1-a"} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="a3-highgpu-8g",node="n1",node_pool="",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone="us-central1-a"} 1` + "\n",
+		},
+		{
+			name: "physical topology",
+			node: node("n1", map[string]string{gke.LabelTopologyHost: "h-1", gke.LabelTopologyBlock: "b-1", gke.LabelTopologySubblock: "sb-1"}),
+			want: `gke_node_info{accelerator="",block="b-1",host="h-1",machine_type="",node="n1",node_pool="",provisioning="standard",subblock="sb-1",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "scheduled maintenance time",
@@ -182,12 +187,12 @@ func TestRender(t *testing.T) {
 		{
 			name: "invalid UTF-8 label value dropped",
 			node: node("n1", map[string]string{gke.LabelNodePool: "pool\xff"}),
-			want: `gke_node_info{accelerator="",machine_type="",node="n1",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="",node="n1",node_pool="",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 		{
 			name: "quotes and backslashes escaped",
 			node: node(`n"1\`, nil),
-			want: `gke_node_info{accelerator="",machine_type="",node="n\"1\\",node_pool="",provisioning="standard",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
+			want: `gke_node_info{accelerator="",block="",host="",machine_type="",node="n\"1\\",node_pool="",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1` + "\n",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

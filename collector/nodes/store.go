@@ -34,7 +34,7 @@ const (
 
 var families = [numFamilies]collector.TextFamily{
 	familyInfo: {Name: "gke_node_info", Type: "gauge",
-		Help: "GKE node metadata: node pool, zone, machine type, accelerators and provisioning model."},
+		Help: "GKE node metadata: node pool, zone, machine type, accelerators, provisioning model and physical host."},
 	familyScheduledMaintenance: {Name: "gke_node_scheduled_maintenance_timestamp_seconds", Type: "gauge",
 		Help: "When host maintenance is scheduled to start, from the node label cloud.google.com/scheduled-maintenance-time."},
 	familyUpcomingInfo: {Name: "gke_node_upcoming_maintenance_info", Type: "gauge",
@@ -81,10 +81,13 @@ func render(v *nodeview.View) *record {
 	// Label names in sorted order, as client_golang writes them.
 	b = collector.AppendSample(b, families[familyInfo].Name, 1,
 		"accelerator", labelValue(labels, gke.LabelAccelerator),
+		"block", utf8Value(v.Block),
+		"host", utf8Value(v.Host),
 		"machine_type", labelValue(labels, gke.LabelInstanceType, gke.LabelInstanceTypeDeprecated),
 		"node", name,
 		"node_pool", labelValue(labels, gke.LabelNodePool),
 		"provisioning", provisioning(labels),
+		"subblock", utf8Value(v.Subblock),
 		"tpu_accelerator", labelValue(labels, gke.LabelTPUAccelerator),
 		"tpu_topology", labelValue(labels, gke.LabelTPUTopology),
 		"zone", labelValue(labels, gke.LabelZone, gke.LabelZoneDeprecated),
