@@ -62,6 +62,14 @@
     // label (gke.FailureReasonsRegexp): GKENodeHardwareFailureMaintenance fires for them whatever the window.
     hardwareFailureReasons: '(.*,)?FAILURE_.*',
 
+    // GKEHostRepeatedFailures fires for a physical host (gke_node_info's host label, from
+    // cloud.google.com/gce-topology-host) that saw at least hostFailuresThreshold failures within hostFailuresWindow:
+    // interruptions of the nodes that ran on it plus maintenances announced there for failed hardware. A failure's
+    // repair may count twice (the announcement and the interruption it causes). Prometheus must keep at least
+    // hostFailuresWindow of data.
+    hostFailuresWindow: '28d',
+    hostFailuresThreshold: 3,
+
     // A node in maintenance, or waiting for it after perform-maintenance was requested, for longer than this fires
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
@@ -117,6 +125,7 @@
       GKENodeTerminationImminent: { severity: 'warning', 'for': '0s' },
       // Fires within minutes of the announcement: the node is broken already.
       GKENodeHardwareFailureMaintenance: { severity: 'critical', 'for': '2m' },
+      GKEHostRepeatedFailures: { severity: 'warning', 'for': '0s' },
       GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
       GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },
       GKENodePoolInterruptionsHigh: { severity: 'warning', 'for': '0s' },

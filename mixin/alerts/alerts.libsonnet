@@ -1,4 +1,5 @@
 (import 'maintenance.libsonnet') +
 (import 'interruptions.libsonnet') +
 (import 'system.libsonnet') +
-(import 'repair.libsonnet')
+(import 'repair.libsonnet') +
+(import 'hosts.libsonnet')
