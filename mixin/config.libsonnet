@@ -74,6 +74,10 @@
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
     maintenanceStuckThreshold: '2h',
+    // The same for the repair of failed hardware (a maintenance announced with FAILURE_* reasons within this long):
+    // GKE repairs the host, which takes hours (4 h 30 m to 5 h from the request to Ready in the field). Keep it
+    // above maintenanceStuckThreshold.
+    hardwareFailureRepairStuckThreshold: '8h',
 
     // The windows within which the nodes with maintenance coming are counted per pool
     // (node_pool:gke_node_maintenance_scheduled:count_next24h), by the name the recording rule ends with. The

@@ -13,7 +13,7 @@ local utils = import '../lib/utils.libsonnet';
   // Recorded by the rules below.
   local nodeHost = 'node:gke_node_info:host',
   local interruptionsTotal = 'node:gke_node_interruptions_total:max',
-  local failureAnnounced = 'node:gke_node_hardware_failure_maintenance:announced',
+  local failureAnnounced = promql.hardwareFailureAnnounced,
   local failureEvents = 'host_node:gke_node_failures:new',
   local hostFailures = 'host:gke_node_failures:count',
 

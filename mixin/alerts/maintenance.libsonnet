@@ -123,16 +123,37 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
           }),
           alert('GKENodeMaintenanceStuck', {
             // One series per node from the request to the end of the maintenance, so that `for` measures both.
-            expr: promql.withNodeInfo(c, |||
+            // `for` is the planned threshold; a repair of failed hardware (FAILURE_* announced within its
+            // threshold) takes hours, so its nodes count only once in maintenance for the difference as well.
+            local stuck = |||
               group by (%(by)s) (
                 %(inMaintenance)s
                 or
                 %(requested)s
               )
-            ||| % { by: byNode, inMaintenance: inMaintenance, requested: requested }),
+            ||| % { by: byNode, inMaintenance: inMaintenance, requested: requested },
+            local repairing = 'last_over_time(%s[%s])' % [promql.hardwareFailureAnnounced, c.hardwareFailureRepairStuckThreshold],
+            local extra = utils.seconds(c.hardwareFailureRepairStuckThreshold) - utils.seconds(c.alerts.GKENodeMaintenanceStuck['for']),
+            assert extra > 0 : 'hardwareFailureRepairStuckThreshold must be above the `for` of GKENodeMaintenanceStuck',
+            expr: promql.withNodeInfo(c, |||
+              (
+              %(stuck)s
+              )
+              unless on (%(by)s) %(repairing)s
+              or
+              (
+              %(held)s
+              )
+              and on (%(by)s) %(repairing)s
+            ||| % {
+              stuck: utils.indent(stuck, 2),
+              by: byNode,
+              repairing: repairing,
+              held: utils.indent(promql.heldFor(c, std.rstripChars(stuck, '\n'), if extra % 3600 == 0 then '%dh' % (extra / 3600) else '%ds' % extra), 2),
+            }),
             annotations: {
               summary: 'Host maintenance of a node is taking too long.',
-              description: '%s%s has been in host maintenance, or waiting for it after perform-maintenance was requested, for more than %s.' % [capitalized(nodeRef), on, c.alerts.GKENodeMaintenanceStuck['for']],
+              description: '%s%s has been in host maintenance, or waiting for it after perform-maintenance was requested, for more than %s (%s for the repair of failed hardware).' % [capitalized(nodeRef), on, c.alerts.GKENodeMaintenanceStuck['for'], c.hardwareFailureRepairStuckThreshold],
             },
           }),
           alert('GKENodeTerminationImminent', {

@@ -86,6 +86,9 @@ local utils = import 'utils.libsonnet';
   metadataStale:: 'node_instance:gke_disruption_metadata_last_success_timestamp_seconds:stale',
   upcomingUnsupported:: 'node_instance:gke_disruption_metadata_path_supported:unsupported',
   agentCollectorFailing:: 'instance_collector:gke_disruption_collector_success:failing',
+  // Recorded by the hosts rules (alerts/hosts.libsonnet): the nodes with a maintenance announced for failed
+  // hardware (FAILURE_* reasons), one series per node while announced.
+  hardwareFailureAnnounced:: 'node:gke_node_hardware_failure_maintenance:announced',
 
   // currentOrBridged is aggregation over the current values of selectors, else, for the label sets (by) without
   // any, over their bridged values: a value that changed during a gap replaces the old one at once.
