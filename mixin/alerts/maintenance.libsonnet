@@ -134,7 +134,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             ||| % { by: byNode, inMaintenance: inMaintenance, requested: requested },
             local repairing = 'last_over_time(%s[%s])' % [promql.hardwareFailureAnnounced, c.hardwareFailureRepairStuckThreshold],
             local extra = utils.seconds(c.hardwareFailureRepairStuckThreshold) - utils.seconds(c.alerts.GKENodeMaintenanceStuck['for']),
-            assert extra > 0 : 'hardwareFailureRepairStuckThreshold must be above the `for` of GKENodeMaintenanceStuck',
+            // A repair threshold at or below the `for` leaves the `for` alone to measure it.
+            local held = if extra > 0 then promql.heldFor(c, std.rstripChars(stuck, '\n'), if extra % 3600 == 0 then '%dh' % (extra / 3600) else '%ds' % extra) else stuck,
             expr: promql.withNodeInfo(c, |||
               (
               %(stuck)s
@@ -149,7 +150,7 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               stuck: utils.indent(stuck, 2),
               by: byNode,
               repairing: repairing,
-              held: utils.indent(promql.heldFor(c, std.rstripChars(stuck, '\n'), if extra % 3600 == 0 then '%dh' % (extra / 3600) else '%ds' % extra), 2),
+              held: utils.indent(held, 2),
             }),
             annotations: {
               summary: 'Host maintenance of a node is taking too long.',
