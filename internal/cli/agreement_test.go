@@ -89,10 +89,12 @@ func TestReadersAgree(t *testing.T) {
 			var nodeSeries, workSeries map[string]*dto.MetricFamily
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				nodeSeries, workSeries = parseText(t, nodeCol.WriteText), parseText(t, workCol.WriteText)
-				if nodeCol.HasSynced() && workCol.HasSynced() && nodeSeries["gke_node_info"] != nil &&
-					(hasWorkload(workSeries) || tc.start.IsZero() && !tc.inMaintenance) {
-					break
+				// The collectors refuse to render before their first list has synced.
+				if nodeCol.HasSynced() && workCol.HasSynced() {
+					nodeSeries, workSeries = parseText(t, nodeCol.WriteText), parseText(t, workCol.WriteText)
+					if nodeSeries["gke_node_info"] != nil && (hasWorkload(workSeries) || tc.start.IsZero() && !tc.inMaintenance) {
+						break
+					}
 				}
 				if time.Now().After(deadline) {
 					t.Fatalf("collectors did not show the node and its workload; node series %v, workload series %v", nodeSeries, workSeries)

@@ -94,7 +94,8 @@ func TestRenderRulesBadInput(t *testing.T) {
 func TestRenderRulesScalesEveryDurationSetting(t *testing.T) {
 	rules := renderRules(t, RuleConfig{TimeScale: 300, MinFor: 3 * time.Second})
 	for name, want := range map[string][]string{
-		"node:gke_node_maintenance_start_timestamp_seconds:min": {"[3s]", "[6s]"}, // 15m floored to 3s, 30m
+		"node:gke_node_maintenance_start_timestamp_seconds:min": {"[3s]"},         // 15m floored to 3s
+		"node:gke_node_info:last_seen":                          {"time() - 6"},   // 30m
 		"node:gke_node_maintenance_can_reschedule:info":         {"[12s]"},        // 1h
 		"GKENodeMaintenanceNotReschedulable":                    {"time() + 12)"}, // unknown lead 1h
 		"GKEDisruptionActionsStalled":                           {"[72s:3s]", "[288s:3s]"},
