@@ -80,7 +80,7 @@ func TestStatusWatchOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "the screen redrawn with the node", func() error {
-		if f := frames(); len(f) != 2 || !strings.Contains(f[1], "gke-a3-0") || !strings.Contains(f[1], "(in 26h00m)") {
+		if f := frames(); len(f) != 2 || !strings.Contains(f[1], "gke-a3-0") || !strings.Contains(f[1], "  in 26h00m  ") {
 			return fmt.Errorf("screen %q", seen.String())
 		}
 		return nil

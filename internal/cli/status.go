@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -99,6 +100,10 @@ type NodeStatus struct {
 	ActionState   string   `json:"actionState,omitempty"`
 	ActionReason  string   `json:"actionReason,omitempty"`
 	TPUSliceHosts int      `json:"tpuSliceHosts,omitempty"`
+	// HeldBy is who holds the node: "actions/<replica>" for the actions service's own work (a claim, or a cordon
+	// it keeps), else another hand (nodeview.OtherOwner: gke-maintenance-handler, cluster-autoscaler, nvsentinel,
+	// cordon); empty when nobody does.
+	HeldBy string `json:"heldBy,omitempty"`
 	// Workloads are the top owners of the node's pods, DaemonSet and static pods left out (they stay on a drained
 	// node). Null where not known: a node neither GPU, TPU nor Spot (the workloads collector does not read their
 	// pods), or the pods could not be read at all.
@@ -112,8 +117,11 @@ type NodeStatus struct {
 
 // Interesting reports a node with anything pending or in progress.
 func (s NodeStatus) Interesting() bool {
-	return s.MaintenanceStart != nil || len(s.GKEState) > 0 || s.ActionState != ""
+	return s.MaintenanceStart != nil || len(s.GKEState) > 0 || s.ActionState != "" || s.HeldBy != ""
 }
+
+// heldByActions prefixes the replica holding a node for the actions service, in HeldBy.
+const heldByActions = "actions"
 
 // StatusOf is one node's row, from its view.
 func StatusOf(node *nodeview.View) NodeStatus {
@@ -154,6 +162,18 @@ func StatusOf(node *nodeview.View) NodeStatus {
 		if m := node.Maintenance; r.Active() || r.HoldsCordon() || m.Pending() && nodestate.Serves(r, m) {
 			s.Action, s.ActionState, s.ActionReason = string(r.Action), string(r.Phase), r.Reason
 			s.actionActive = r.Active()
+		}
+	}
+	s.HeldBy = node.HeldBy
+	if r := node.Record; r.Active() || r.HoldsCordon() {
+		// The replica working on it; once done, the one whose cordon stays.
+		replica := r.ClaimedBy
+		if !r.Active() {
+			replica = cmp.Or(r.CordonedBy, r.ClaimedBy)
+		}
+		s.HeldBy = heldByActions
+		if replica != "" {
+			s.HeldBy += "/" + replica
 		}
 	}
 	s.TPUSliceHosts = node.TPUSliceHosts
@@ -316,12 +336,14 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 		fmt.Fprintln(w, "No nodes with maintenance pending or in progress.")
 		return nil
 	}
-	zone := localZone(now)
-	header := "NODE\tPOOL\tACCELERATOR\tSCHEDULED (" + zone + ")\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON"
+	// As kubectl get: the default table fits a terminal; -o wide has every column, each value whole.
+	header := "NODE\tSCHEDULED\tGKE-STATE\tACTION-STATE\tHELD-BY\tWORKLOADS"
 	if wide {
-		header += "\tWINDOW-END (" + zone + ")\tLATEST-START (" + zone + ")\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS"
+		zone := localZone(now)
+		header = "NODE\tPOOL\tACCELERATOR\tSCHEDULED (" + zone + ")\tCAN-RESCHEDULE\tGKE-STATE\tACTION-STATE\tREASON\tHELD-BY" +
+			"\tWINDOW-END (" + zone + ")\tLATEST-START (" + zone + ")\tMAINTENANCE\tACTION\tTPU-SLICE-HOSTS\tWORKLOADS"
 	}
-	fmt.Fprintln(tw, header+"\tWORKLOADS")
+	fmt.Fprintln(tw, header)
 	writeNodeRows(tw, rows, snap.Workloads != nil, wide, now)
 	return tw.Flush()
 }
@@ -329,23 +351,51 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 // writeNodeRows writes the node table's rows, without its header.
 func writeNodeRows(tw io.Writer, rows []NodeStatus, workloadsKnown, wide bool, now time.Time) {
 	for _, r := range rows {
+		workloads := workloadsCell(r, workloadsKnown, wide)
+		if !wide {
+			scheduled := "-"
+			if r.MaintenanceStart != nil {
+				scheduled = relative(r.MaintenanceStart.Sub(now))
+			}
+			heldBy, _, _ := strings.Cut(r.HeldBy, "/") // the actions service, not which replica
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, scheduled, orDash(shortGKEState(r.GKEState)),
+				orDash(r.ActionState), orDash(heldBy), workloads)
+			continue
+		}
 		scheduled := "-"
 		if r.MaintenanceStart != nil {
 			scheduled = localTime(*r.MaintenanceStart) + " (" + relative(r.MaintenanceStart.Sub(now)) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Node, orDash(r.Pool), orDash(r.Accelerator), scheduled,
-			orDash(r.CanReschedule), orDash(strings.Join(r.GKEState, ",")), orDash(r.ActionState), orDash(cell(r.ActionReason, maxReasonWidth)))
-		if wide {
-			hosts := "-"
-			if r.TPUSliceHosts > 0 {
-				hosts = strconv.Itoa(r.TPUSliceHosts)
-			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", timeOrDash(r.WindowEnd), timeOrDash(r.LatestWindowStart), orDash(r.MaintenanceKey),
-				orDash(r.Action), hosts)
+		hosts := "-"
+		if r.TPUSliceHosts > 0 {
+			hosts = strconv.Itoa(r.TPUSliceHosts)
 		}
-		fmt.Fprintf(tw, "\t%s\n", workloadsCell(r, workloadsKnown, wide))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, orDash(r.Pool), orDash(r.Accelerator),
+			scheduled, orDash(r.CanReschedule), orDash(strings.Join(r.GKEState, ",")), orDash(r.ActionState),
+			orDash(cell(r.ActionReason, maxReasonWidth)), orDash(r.HeldBy), timeOrDash(r.WindowEnd), timeOrDash(r.LatestWindowStart),
+			orDash(r.MaintenanceKey), orDash(r.Action), hosts, workloads)
 	}
 }
+
+// shortGKEState is GKEState in the default table's words: the maintenance state alone ("ongoing"), "terminating",
+// "requested" (perform-maintenance), "cordoned".
+func shortGKEState(states []string) string {
+	short := make([]string, len(states))
+	for i, st := range states {
+		switch st {
+		case "impending-termination":
+			short[i] = "terminating"
+		case "perform-maintenance-requested":
+			short[i] = "requested"
+		default:
+			short[i] = strings.TrimPrefix(st, "active-node-maintenance=")
+		}
+	}
+	return strings.Join(short, ",")
+}
+
+// maxWorkloadWidth bounds the default table's first workload: namespaces and names run to 63 characters each.
+const maxWorkloadWidth = 30
 
 // workloadsCell is "ns/name" for one workload, "ns/name,+2" for three (every ns/Kind/name in wide), "-" for none,
 // "n/a" for a node whose pods the workloads collector does not read, "?" when no pods could be read.
@@ -364,7 +414,7 @@ func workloadsCell(r NodeStatus, known, wide bool) string {
 		}
 		return strings.Join(names, ",")
 	}
-	first := r.Workloads[0].Namespace + "/" + r.Workloads[0].Name
+	first := cell(r.Workloads[0].Namespace+"/"+r.Workloads[0].Name, maxWorkloadWidth)
 	if len(r.Workloads) > 1 {
 		first += ",+" + strconv.Itoa(len(r.Workloads)-1)
 	}

@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -458,7 +460,7 @@ func TestWatchRedraws(t *testing.T) {
 		}
 	}
 	patch(`{"metadata":{"labels":{"` + gke.LabelScheduledMaintenanceTime + `":"` + epoch(2*time.Hour) + `"}}}`)
-	waitFrames(n+1, "(in 2h00m)")
+	waitFrames(n+1, "  in 2h00m  ")
 	row := func(frame int) string {
 		for _, line := range strings.Split(frames()[frame-1], "\n") {
 			if strings.HasPrefix(line, "gke-a3-0 ") {
@@ -498,7 +500,7 @@ func TestWatchRedraws(t *testing.T) {
 	// An annotation nobody shows: no redraw. The next change's frame must be the next one.
 	patch(`{"metadata":{"annotations":{"example.com/unrelated":"x"}}}`)
 	patch(`{"metadata":{"labels":{"` + gke.LabelActiveNodeMaintenance + `":"ONGOING"}}}`)
-	waitFrames(n+3, "active-node-maintenance=ongoing")
+	waitFrames(n+3, "   ongoing   ")
 	if f := frames()[n+2]; !strings.Contains(f, "Cluster cap: 1/1 disrupted") {
 		t.Errorf("frame %d: want the node in maintenance counted against the cap:\n%s", n+3, f)
 	}
@@ -558,4 +560,116 @@ pools:
 		t.Fatal(err)
 	}
 	golden(t, "status-slices.table", out.Bytes())
+}
+
+// TestStatusDefaultTableFits reads, from a real API server, nodes in maintenance with long values (GKE node names,
+// every GKE state, a long reason and replica name, workloads with long names): the default table fits 160 columns,
+// and -o wide has each value whole.
+func TestStatusDefaultTableFits(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	replica := "gke-disruption-exporter-actions-7d9f8c6b5-x2k4q"
+	reason := "evicting training/train-llm-70b-pretrain-workers-0-0: Cannot evict pod as it would violate the pod's disruption budget."
+	ours := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gke-ml-prod-a3-mega-pool-4f2c1a9b-x7kq",
+		Labels: map[string]string{gke.LabelNodePool: "a3-mega-pool", gke.LabelAccelerator: "nvidia-h100-mega-80gb",
+			gke.LabelScheduledMaintenanceTime: epoch(-5 * time.Minute), gke.LabelActiveNodeMaintenance: "ONGOING"},
+		Annotations: map[string]string{nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "draining",
+			nodeview.AnnotationClaimedBy: replica, nodeview.AnnotationCordonedBy: replica, nodeview.AnnotationReason: reason,
+			nodeview.AnnotationMaintenance: nodeview.LabelKey(epoch(-5 * time.Minute))}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}}}}
+	theirs := ours.DeepCopy()
+	theirs.Name, theirs.Annotations = "gke-ml-prod-a3-mega-pool-4f2c1a9b-z9pd", nil
+	createNodes(t, api.Client, []*corev1.Node{ours, theirs})
+	if _, err := api.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "training"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{ours.Name, theirs.Name} {
+		for _, name := range []string{"train-llm-70b-pretrain-long-run", "eval-llm-70b-checkpoint-sweeper", "notebook-research"} {
+			runPod(t, api.Client, "training", name+"-"+node[len(node)-4:], node, nil, nil)
+		}
+	}
+	policy := policyFile(t)
+	out, err := runStatus(t, api, StatusOptions{Output: OutputTable, PolicyFile: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if w := len([]rune(line)); w > 160 {
+			t.Errorf("default table line is %d columns wide, want at most 160:\n%s", w, line)
+		}
+	}
+	for _, want := range []string{ours.Name + "  5m ago", "ongoing,terminating,cordoned", "draining", "actions ", "gke-maintenance-handler"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("default table lacks %q:\n%s", want, out)
+		}
+	}
+	wide, err := runStatus(t, api, StatusOptions{Output: OutputWide, PolicyFile: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"active-node-maintenance=ongoing,impending-termination,cordoned", "actions/" + replica,
+		"a3-mega-pool", "nvidia-h100-mega-80gb", cell(reason, maxReasonWidth), "training/Pod/train-llm-70b-pretrain-long-run-x7kq"} {
+		if !strings.Contains(wide, want) {
+			t.Errorf("-o wide lacks %q:\n%s", want, wide)
+		}
+	}
+}
+
+// TestStatusHeldBy shows who holds each node, read from a real API server: the actions service's replica for its
+// own cordon, and the other hands: someone's plain cordon, Cluster Autoscaler's taint (a node with nothing else to
+// show), GKE's maintenance handler.
+func TestStatusHeldBy(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	node := func(name string, annotations map[string]string, unschedulable bool, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{gke.LabelNodePool: "l4-serve"}, Annotations: annotations},
+			Spec: corev1.NodeSpec{Unschedulable: unschedulable, Taints: taints}}
+	}
+	createNodes(t, api.Client, []*corev1.Node{
+		node("gke-cordoned-by-someone", nil, true),
+		node("gke-autoscaled-away", nil, false, corev1.Taint{Key: nodeview.TaintClusterAutoscalerToBeDeleted, Value: "1764576000", Effect: corev1.TaintEffectNoSchedule}),
+		node("gke-in-gke-maintenance", nil, false, corev1.Taint{Key: gke.TaintImpendingTermination, Effect: corev1.TaintEffectNoSchedule}),
+		node("gke-ours", map[string]string{nodeview.AnnotationAction: "drain", nodeview.AnnotationState: "done",
+			nodeview.AnnotationClaimedBy: "actions-1", nodeview.AnnotationCordonedBy: "actions-0"}, true),
+		node("gke-free", nil, false),
+	})
+	want := map[string]string{
+		"gke-cordoned-by-someone": nodeview.OwnerCordon,
+		"gke-autoscaled-away":     nodeview.OwnerClusterAutoscaler,
+		"gke-in-gke-maintenance":  nodeview.OwnerGKEMaintenanceHandler,
+		"gke-ours":                "actions/actions-0",
+	}
+	policy := policyFile(t)
+	out, err := runStatus(t, api, StatusOptions{Output: OutputJSON, PolicyFile: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report struct {
+		Nodes []struct{ Node, HeldBy string }
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, n := range report.Nodes {
+		got[n.Node] = n.HeldBy
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("heldBy of the nodes shown %v, want %v", got, want)
+	}
+	for _, format := range []string{OutputTable, OutputWide} {
+		out, err := runStatus(t, api, StatusOptions{Output: format, PolicyFile: policy, NoHeaders: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			name, _, _ := strings.Cut(line, " ")
+			holder := want[name]
+			if format == OutputTable {
+				holder, _, _ = strings.Cut(holder, "/")
+			}
+			if !strings.Contains(line, "  "+holder+"  ") {
+				t.Errorf("-o %s: row of %s does not show its holder %q:\n%s", format, name, holder, line)
+			}
+		}
+	}
 }
