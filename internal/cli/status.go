@@ -656,6 +656,26 @@ func (h *watchHealth) stale() string {
 		h.since.Local().Format("15:04:05 MST"), h.err)
 }
 
+// redrawSettle is how long a redraw waits after a change for the changes that come with it: one event (a node
+// deleted) reaches the node watch and the workloads collector's own watch separately, and a frame drawn between the
+// two would show the node half gone.
+const redrawSettle = 250 * time.Millisecond
+
+// settle waits redrawSettle, taking in the changes that arrive meanwhile.
+func settle(ctx context.Context, changes ...<-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(redrawSettle):
+	}
+	for _, c := range changes {
+		select {
+		case <-c:
+		default:
+		}
+	}
+}
+
 // clearScreen moves the cursor home and clears a terminal before a redraw.
 const clearScreen = "\x1b[H\x1b[2J"
 
@@ -756,7 +776,9 @@ func Watch(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+			settle(ctx, changed, placement)
 		case <-placement:
+			settle(ctx, changed, placement)
 		case <-tick.C:
 		}
 		if err := redraw(); err != nil {
