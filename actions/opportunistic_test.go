@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,48 @@ func TestOpportunistic(t *testing.T) {
 	t.Run("Windows", func(t *testing.T) { testOpportunisticWindows(t, api) })
 	t.Run("TPUSliceAsAWhole", func(t *testing.T) { testOpportunisticSlice(t, api) })
 	t.Run("TwoReplicas", func(t *testing.T) { testOpportunisticTwoReplicas(t, api) })
+	t.Run("DueWorkFirst", func(t *testing.T) { testOpportunisticGivenBack(t, api) })
+}
+
+// testOpportunisticGivenBack: with maxDisruptedNodes 1 held by an idle node's requested maintenance 5 days out, a
+// drain due in an hour has that request given back (uncordoned, request withdrawn, the maintenance left to GKE)
+// and goes; the idle node is not taken again for that maintenance.
+func testOpportunisticGivenBack(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("due")
+	ns := api.Namespace("due")
+	idle, due := pool+"-idle", pool+"-due"
+	c.node(idle, map[string]string{"pool": pool}, announced(120*time.Hour))
+	c.node(due, map[string]string{"pool": pool}, withScheduledMaintenance)
+	for _, n := range []string{pool + "-b1", pool + "-b2"} {
+		c.node(n, map[string]string{"pool": pool})
+		c.pod(ns, n, n, usingGPU())
+	}
+	c.pod(ns, "training", due, usingGPU())
+	r := startReplica(t, api, opportunisticPolicy(pool, "maxDisruptedNodes: 1\n"), replicaOpts{})
+	r.waitLeading()
+	c.waitNode(idle, "the idle node's maintenance requested", func(n *corev1.Node) error {
+		if !nodeview.Of(n).PerformMaintenanceRequested {
+			return fmt.Errorf("labels %v", n.Labels)
+		}
+		return nil
+	})
+
+	mustAccept(t, r, alert(due, nodeview.Drain, false, startsAt))
+	c.waitNode(idle, "given back", func(n *corev1.Node) error {
+		v := nodeview.Of(n)
+		if v.Record.Active() || v.PerformMaintenanceRequested || n.Spec.Unschedulable || !strings.Contains(v.Record.Reason, "given back") {
+			return fmt.Errorf("state %s, reason %q, labels %v, unschedulable %v", v.Record.Phase, v.Record.Reason, n.Labels, n.Spec.Unschedulable)
+		}
+		return nil
+	})
+	c.waitEvent(idle, "given back: drain of "+due)
+	c.waitNode(due, "the due drain done", inState(nodeview.Done))
+	settle()
+	settle() // several opportunistic passes
+	if n := c.get(idle); taken(n) || n.Spec.Unschedulable {
+		t.Errorf("the idle node was taken again for the maintenance given back: %v", n.Annotations)
+	}
 }
 
 // announced writes GKE's upcoming-maintenance annotation: reschedulable maintenance starting in d.

@@ -35,6 +35,9 @@ type Config struct {
 	Paused bool `yaml:"paused"`
 	// MaxDisruptedNodes caps disrupted nodes across the cluster; nil means no cluster-wide cap.
 	MaxDisruptedNodes *IntOrPercent `yaml:"maxDisruptedNodes"`
+	// OpportunisticHeadroom is the part of MaxDisruptedNodes opportunistic maintenance leaves free for due work;
+	// nil: none (due work still has opportunistic work GKE has not started given back).
+	OpportunisticHeadroom *IntOrPercent `yaml:"opportunisticHeadroom"`
 	// Windows are when new actions may start; none means any time. Work already started continues outside them.
 	Windows []Window `yaml:"windows"`
 	// Pools are tried in order; the first whose selector matches a node governs it.
@@ -198,6 +201,9 @@ func Parse(data []byte) (*Config, error) {
 
 // complete fills defaults and checks values that are valid on their own but wrong in context.
 func (c *Config) complete(present map[string]bool) error {
+	if c.OpportunisticHeadroom != nil && c.MaxDisruptedNodes == nil {
+		return errors.New("opportunisticHeadroom: leaves part of maxDisruptedNodes free, which is not set")
+	}
 	if err := completeWindows(c.Windows, "windows", present); err != nil {
 		return err
 	}

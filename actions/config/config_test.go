@@ -161,6 +161,8 @@ func TestParseErrors(t *testing.T) {
 		{"percent over 100", "pools: [{name: a, maxUnavailable: 150%}]\n", []string{"pools[0].maxUnavailable", `"150%"`}},
 		{"negative count", "pools: [{name: a, minAvailable: -1}]\n", []string{"pools[0].minAvailable", `"-1"`}},
 		{"fractional count", "maxDisruptedNodes: 1.5\npools: [{name: a}]\n", []string{"maxDisruptedNodes", `"1.5"`}},
+		{"headroom without a cap", "opportunisticHeadroom: 1\npools: [{name: a}]\n", []string{"opportunisticHeadroom", "maxDisruptedNodes"}},
+		{"bad headroom", "maxDisruptedNodes: 3\nopportunisticHeadroom: lots\npools: [{name: a}]\n", []string{"opportunisticHeadroom", `"lots"`}},
 		{"zero maxUnavailable", "pools: [{name: a, maxUnavailable: 0}]\n", []string{"pools[0].maxUnavailable", "never"}},
 		{"maxUnavailable with parallel", "pools: [{name: a, strategy: parallel, maxUnavailable: 2}]\n", []string{"pools[0].maxUnavailable", "parallel"}},
 		{"minAvailable with parallel", "pools: [{name: a, strategy: parallel, minAvailable: 2}]\n", []string{"pools[0].minAvailable", "parallel"}},

@@ -114,6 +114,9 @@ type Executor struct {
 	// idle unit that could go now but waits, and why (gke_disruption_actions_waiting).
 	opportunisticWaited map[string]string
 	opportunisticWaits  map[string]opportunisticWait
+	// givenBack is node -> maintenance key of opportunistic work given back to make room for due work: the idle
+	// picker leaves that maintenance to GKE.
+	givenBack map[string]string
 
 	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
 	idleOnce sync.Once
@@ -141,6 +144,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 
 		opportunisticWaited: map[string]string{},
 		opportunisticWaits:  map[string]opportunisticWait{},
+		givenBack:           map[string]string{},
 	}
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
@@ -375,6 +379,7 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 		delete(e.waited, oldNode.Name)
 		delete(e.foreign, oldNode.Name)
 		delete(e.opportunisticWaited, oldNode.Name)
+		delete(e.givenBack, oldNode.Name)
 		delete(e.simulated, oldNode.Name)
 		e.mu.Unlock()
 		e.enqueueAlerts()

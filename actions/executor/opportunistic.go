@@ -298,7 +298,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 				nodes = append(nodes, n)
 			}
 		}
-		in := policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle, Disrupted: disrupted, Claimable: e.claimable,
+		in := policy.OpportunisticInput{Pool: p, Nodes: nodes, Idle: t.idle, Disrupted: disrupted, Claimable: e.pickable,
 			AlertSaysReschedulable: e.alertSaysReschedulable, OptedOut: t.optOut, Now: now}
 		members, why := policy.PickOpportunistic(in)
 		if members == nil {
@@ -310,6 +310,10 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		req := policy.Request{Action: nodeview.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
+		if code, why := e.dueWorkWaits(p.Name); code != "" && d.Verdict == policy.Act {
+			// Room that frees up goes to due work first, whichever pass sees it first.
+			d = policy.Decision{Verdict: policy.Wait, Pool: p.Name, Code: code, Reason: why}
+		}
 		if d.Verdict == policy.Wait {
 			waits[p.Name] = opportunisticWait{code: d.Code, nodes: len(members)}
 			key := members[0].Maintenance.Key() + "|" + d.Code

@@ -219,7 +219,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure, m)
 	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
-		Disrupted: disrupted, Now: time.Now()})
+		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
 	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
 	switch d.Verdict {
@@ -235,6 +235,12 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		}
 		if d.Code == policy.WaitWindow {
 			return e.opts.RequeueInterval, nil // windows open with time, not with node changes
+		}
+		if len(d.GiveBack) > 0 {
+			if err := e.giveBack(ctx, d.GiveBack, t.Action, node.Name, m.Key()); err != nil {
+				return 0, err
+			}
+			return giveBackRecheck, nil // decided again with the room, once the cache has the nodes given back
 		}
 		// Budgets and pauses change with nodes and the policy, which decide the alert again; the TTL still ends it.
 		return e.opts.PendingTTL, nil

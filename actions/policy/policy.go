@@ -5,6 +5,8 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
@@ -42,6 +44,9 @@ type Decision struct {
 	Pool    string
 	Code    string
 	Reason  string
+	// GiveBack, on a wait of due work, names the nodes of opportunistic work GKE has not started that are to be
+	// given back (work ended, cordon and request lifted) so the due work fits; it is decided again once they are.
+	GiveBack []string
 }
 
 // Request is what an alert asks for.
@@ -86,7 +91,10 @@ type Input struct {
 	Cluster Cluster
 	// Disrupted reports a node that counts against budgets (View.Disrupted, plus dry-run claims).
 	Disrupted func(*nodeview.View) bool
-	Now       time.Time
+	// Reclaimable are the nodes of this service's opportunistic work that GKE has not started yet, anywhere in the
+	// cluster: due work that waits for room may have them given back.
+	Reclaimable []*nodeview.View
+	Now         time.Time
 }
 
 // Survey splits the cluster's nodes for Decide: the nodes governed by the same pool as node (first match wins) and
@@ -150,8 +158,84 @@ func unit(n *nodeview.View) string {
 	return "node/" + n.Name
 }
 
-// Decide is the whole policy.
+// Decide is the whole policy. Due work (an alert's drain or perform-maintenance: alerts fire within their lead
+// time; a repair) goes before optional work: where only opportunistic work GKE has not started stands in its way
+// under maxDisruptedNodes or the pool's budget, it waits while that work is given back (Decision.GiveBack), the
+// least urgent first, as little as makes room.
 func Decide(cfg *config.Config, in Input) Decision {
+	d := decide(cfg, in)
+	if d.Verdict != Wait || (d.Code != WaitClusterCap && d.Code != WaitPoolBudget) ||
+		in.Request.Action == nodeview.OpportunisticMaintenance || len(in.Reclaimable) == 0 {
+		return d
+	}
+	return makeRoom(cfg, in, d)
+}
+
+// Reclaimable reports opportunistic work GKE has not started on the node: in progress (claimed, draining or
+// requested) with no GKE maintenance seen or under way, so giving it back loses nothing but the early start.
+func Reclaimable(n *nodeview.View) bool {
+	r := n.Record
+	return r.Action == nodeview.OpportunisticMaintenance && r.Active() && !r.MaintenanceSeen && !n.InMaintenance
+}
+
+// makeRoom finds the fewest units of reclaimable opportunistic work, latest maintenance first, whose return lets the
+// due work act; d is returned unchanged when none does.
+func makeRoom(cfg *config.Config, in Input, d Decision) Decision {
+	byUnit := map[string][]*nodeview.View{}
+	var units []string
+	for _, n := range in.Reclaimable {
+		u := unit(n)
+		if byUnit[u] == nil {
+			units = append(units, u)
+		}
+		byUnit[u] = append(byUnit[u], n)
+	}
+	due := func(u string) time.Time {
+		var first time.Time
+		for _, n := range byUnit[u] {
+			if s := n.Maintenance.Start(); first.IsZero() || s.Before(first) {
+				first = s
+			}
+		}
+		return first
+	}
+	slices.SortFunc(units, func(a, b string) int {
+		if c := due(b).Compare(due(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	disrupted := in.Disrupted
+	if disrupted == nil {
+		disrupted = (*nodeview.View).Disrupted
+	}
+	returned := map[string]bool{}
+	var names []string
+	trial := in
+	trial.Disrupted = func(n *nodeview.View) bool { return !returned[n.Name] && disrupted(n) }
+	for _, u := range units {
+		for _, n := range byUnit[u] {
+			if n.Name == in.Node.Name || returned[n.Name] {
+				continue
+			}
+			returned[n.Name] = true
+			names = append(names, n.Name)
+			if disrupted(n) {
+				trial.Cluster.Disrupted--
+			}
+		}
+		if decide(cfg, trial).Verdict == Act {
+			slices.Sort(names)
+			d.GiveBack = names
+			d.Reason += fmt.Sprintf("; due work goes first: giving back opportunistic maintenance GKE has not started on %s",
+				strings.Join(names, ", "))
+			return d
+		}
+	}
+	return d
+}
+
+func decide(cfg *config.Config, in Input) Decision {
 	node := in.Node
 	disrupted := in.Disrupted
 	if disrupted == nil {
@@ -240,9 +324,15 @@ func Decide(cfg *config.Config, in Input) Decision {
 	}
 	if clusterCap := cfg.MaxDisruptedNodes; clusterCap != nil {
 		limit := clusterCap.Of(in.Cluster.Nodes, false)
+		headroom := ""
+		if h := cfg.OpportunisticHeadroom; h != nil && in.Request.Action == nodeview.OpportunisticMaintenance {
+			// Optional work leaves this much of the cap to due work.
+			limit = max(0, limit-h.Of(in.Cluster.Nodes, false))
+			headroom = fmt.Sprintf(" less opportunisticHeadroom %s", h)
+		}
 		if in.Cluster.Disrupted+added > limit {
-			return wait(WaitClusterCap, "cluster-wide cap: %d of %d nodes disrupted, %d more%s would exceed maxDisruptedNodes %s (%d)",
-				in.Cluster.Disrupted, in.Cluster.Nodes, added, group, clusterCap, limit)
+			return wait(WaitClusterCap, "cluster-wide cap: %d of %d nodes disrupted, %d more%s would exceed maxDisruptedNodes %s%s (%d)",
+				in.Cluster.Disrupted, in.Cluster.Nodes, added, group, clusterCap, headroom, limit)
 		}
 	}
 	if p.Strategy == config.Parallel && repair == nil {
