@@ -281,14 +281,17 @@ func (s stack) events(ctx context.Context, node, reason string) (int, error) {
 	return n, nil
 }
 
-func TestMaintenanceLoop(t *testing.T) {
+// startStack runs the whole product on the simulator playing scenario, with the actions policy and overrides of the
+// mixin's _config (story time), and watches every node. alive waits for a step while every component runs.
+func startStack(t *testing.T, scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the whole product for a few minutes")
 	}
 	ctx := context.Background()
 	exporter := buildExporter(t)
 	api := testenv.StartAPIServer(t)
-	sc, err := driver.Load("testdata/scenario.yaml")
+	sc, err := driver.Load(scenario)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,15 +318,13 @@ func TestMaintenanceLoop(t *testing.T) {
 	started, err := demo.Start(ctx, demo.Options{
 		Scenario:         sc,
 		Exporter:         exporter,
-		PolicyFile:       "testdata/policy.yaml",
+		PolicyFile:       policy,
 		AlertmanagerFile: filepath.Join(testenv.RepoRoot(), "examples", "alertmanager.yml"),
-		// Story time: the window of the far-off maintenances (48 h) is within the perform-maintenance lead time,
-		// the one that cannot be rescheduled (4 h) enters the drain lead time 1 story hour (12 s) into the test.
-		Rules:    demo.RuleConfig{Config: map[string]any{"performMaintenanceLeadTime": "7d", "drainLeadTime": "3h"}},
-		Interval: time.Second,
-		Kube:     &demo.Kube{Client: api.Client, Kubeconfig: api.Kubeconfig},
-		Dir:      dir,
-		Logger:   slog.New(slog.NewTextHandler(logFile, nil)),
+		Rules:            demo.RuleConfig{Config: rules},
+		Interval:         time.Second,
+		Kube:             &demo.Kube{Client: api.Client, Kubeconfig: api.Kubeconfig},
+		Dir:              dir,
+		Logger:           slog.New(slog.NewTextHandler(logFile, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -350,6 +351,16 @@ func TestMaintenanceLoop(t *testing.T) {
 			return check()
 		})
 	}
+	return s, w, alive
+}
+
+func TestMaintenanceLoop(t *testing.T) {
+	s, w, alive := startStack(t, "testdata/scenario.yaml", "testdata/policy.yaml",
+		// Story time: the window of the far-off maintenances (48 h) is within the perform-maintenance lead time,
+		// the one that cannot be rescheduled (4 h) enters the drain lead time 1 story hour (12 s) into the test.
+		map[string]any{"performMaintenanceLeadTime": "7d", "drainLeadTime": "3h"})
+	ctx := context.Background()
+	sc := s.sc
 
 	t.Run("reschedulable maintenance is requested once and completed", func(t *testing.T) {
 		node := sc.NodeName("h100", 0)
