@@ -115,9 +115,9 @@ func TestDueWorkFirst(t *testing.T) {
 			want: Wait, code: WaitClusterCap,
 		},
 		{
-			name:   "a drain of ours is not optional",
-			policy: "maxDisruptedNodes: 1\npools: [{name: all, maxUnavailable: 10}]\n",
-			req:    drain,
+			name:    "a drain of ours is not optional",
+			policy:  "maxDisruptedNodes: 1\npools: [{name: all, maxUnavailable: 10}]\n",
+			req:     drain,
 			cluster: fleet("n", "p", 4, dueIn(time.Hour), with(dueIn(5*24*time.Hour), ours(nodeview.Draining))),
 			want:    Wait, code: WaitClusterCap,
 		},

@@ -29,7 +29,6 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -131,21 +130,22 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 	}
 
 	c.nodesSink = &sink{
+		transform: keepNode,
 		set: func(obj any) {
-			if n, ok := obj.(*corev1.Node); ok {
-				c.state.setNode(nodeFrom(nodeview.Of(n)))
+			if n, ok := keptNodeOf(obj); ok {
+				c.state.setNode(n.info)
 			}
 		},
 		del: func(obj any) {
-			if n, ok := obj.(*corev1.Node); ok {
+			if n, ok := keptNodeOf(obj); ok {
 				c.state.deleteNode(n.Name)
 			}
 		},
 		replace: func(objs []any) {
 			nodes := make([]nodeInfo, 0, len(objs))
 			for _, obj := range objs {
-				if n, ok := obj.(*corev1.Node); ok {
-					nodes = append(nodes, nodeFrom(nodeview.Of(n)))
+				if n, ok := keptNodeOf(obj); ok {
+					nodes = append(nodes, n.info)
 				}
 			}
 			c.state.replaceNodes(nodes)
@@ -156,14 +156,14 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 		&corev1.Node{}, c.nodesSink)
 
 	c.podsSink = &sink{
+		transform: keepPod,
 		set: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				in, keep := podFrom(p)
-				c.state.setPod(in, keep)
+			if p, ok := keptPodOf(obj); ok {
+				c.state.setPod(p.in, p.keep)
 			}
 		},
 		del: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := keptPodOf(obj); ok {
 				c.state.deletePod(p.Namespace, p.Name)
 			}
 		},
@@ -171,9 +171,8 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 			pods := make([]*podInput, 0, len(objs))
 			keep := make([]bool, 0, len(objs))
 			for _, obj := range objs {
-				if p, ok := obj.(*corev1.Pod); ok {
-					in, k := podFrom(p)
-					pods, keep = append(pods, in), append(keep, k)
+				if p, ok := keptPodOf(obj); ok {
+					pods, keep = append(pods, p.in), append(keep, p.keep)
 				}
 			}
 			c.state.replacePods(pods, keep)
@@ -345,9 +344,11 @@ func (c *Collector) WriteText(w io.Writer) error {
 
 // sink receives a reflector's objects and hands them on converted; it keeps nothing itself.
 type sink struct {
-	set, del func(obj any)
-	replace  func(objs []any)
-	synced   atomic.Bool
+	// transform is what the reflector's watch-list buffer applies to each object of the first sync (Transformer).
+	transform cache.TransformFunc
+	set, del  func(obj any)
+	replace   func(objs []any)
+	synced    atomic.Bool
 }
 
 func (k *sink) Add(obj any) error    { k.set(obj); return nil }
@@ -360,3 +361,6 @@ func (k *sink) Replace(objs []any, _ string) error {
 	return nil
 }
 func (k *sink) hasSynced() bool { return k.synced.Load() }
+
+// Transformer makes the reflector keep, while the first sync streams in, only what the sink keeps.
+func (k *sink) Transformer() cache.TransformFunc { return k.transform }

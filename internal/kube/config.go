@@ -4,6 +4,7 @@ package kube
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -13,7 +14,7 @@ import (
 func Config(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
+			return preferProtobuf(cfg), nil
 		}
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -22,5 +23,13 @@ func Config(kubeconfig string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	return cfg, nil
+	return preferProtobuf(cfg), nil
+}
+
+// preferProtobuf asks the API server for protobuf, as Kubernetes' own controllers do: a 65,000-node watch decodes
+// several times faster, with a fraction of the garbage JSON leaves. JSON stays accepted (custom resources).
+func preferProtobuf(cfg *rest.Config) *rest.Config {
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
 }
