@@ -132,9 +132,12 @@ func (s *Service) HasSynced() bool { return s.executor.HasSynced() }
 // Leading reports whether this replica is the leader and takes work.
 func (s *Service) Leading() bool { return s.executor.Leading() }
 
-// Ready is readiness: only the leader, with its node list read, takes alerts; a follower is not ready, so the
-// Service sends Alertmanager to the leader.
-func (s *Service) Ready() bool { return s.executor.HasSynced() && s.executor.Leading() }
+// Ready is readiness: only the leader, with its node list read and current, takes alerts; a follower is not ready,
+// so the Service sends Alertmanager to the leader. A node watch failing for longer than the collectors' grace
+// makes the leader unready too: it would decide on a stale cache.
+func (s *Service) Ready() bool {
+	return s.executor.HasSynced() && s.executor.Fresh() == nil && s.executor.Leading()
+}
 
 // SetConfig replaces the policy (a reload); running work carries on under it.
 func (s *Service) SetConfig(cfg *config.Config) {

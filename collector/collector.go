@@ -26,7 +26,8 @@ type Collector interface {
 }
 
 // TextCollector keeps its bulk series rendered in the text exposition format, so a scrape of tens of thousands of
-// nodes is a byte copy. Its Update still runs, for the few series it serves through client_golang.
+// nodes is a byte copy. Its Update still runs, for the few series it serves through client_golang. The rendered
+// families are gauges whose help has no quote, so the same bytes are valid OpenMetrics too.
 type TextCollector interface {
 	Collector
 	WriteText(w io.Writer) error
@@ -126,7 +127,8 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 	wg.Wait()
 }
 
-// ServeHTTP writes every series in the text format 0.0.4: first the client_golang ones, then the rendered text.
+// ServeHTTP writes every series in the text format 0.0.4, or OpenMetrics when the scrape asks for it: first the
+// client_golang ones, then the rendered text.
 func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	text := new(bytes.Buffer)
 	if s.textMu.TryLock() {
@@ -160,8 +162,11 @@ func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logger.Error("gathering metrics", "err", err)
 	}
 
+	format := expfmt.NegotiateAccept(r.Header, acceptedFormats...)
 	header := w.Header()
-	header.Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	header.Set("Content-Type", string(format))
+	header.Add("Vary", "Accept")
+	header.Add("Vary", "Accept-Encoding")
 	var out io.Writer = w
 	if acceptsGzip(r) {
 		header.Set("Content-Encoding", "gzip")
@@ -169,7 +174,8 @@ func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer gz.Close()
 		out = gz
 	}
-	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	// Counters made with a created timestamp (the interruption counters' day start) carry it as a _created sample.
+	enc := expfmt.NewEncoder(out, format, expfmt.WithCreatedLines())
 	for _, mf := range families {
 		if err := enc.Encode(mf); err != nil {
 			s.logger.Error("encoding metrics", "err", err)
@@ -178,8 +184,17 @@ func (s *Set) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, err := out.Write(text.Bytes()); err != nil {
 		s.logger.Debug("writing metrics", "err", err)
+		return
+	}
+	// OpenMetrics ends with # EOF; the text format's Close writes nothing.
+	if err := enc.(expfmt.Closer).Close(); err != nil {
+		s.logger.Debug("writing metrics", "err", err)
 	}
 }
+
+// acceptedFormats are the formats a scrape may ask for, the server's preference first. Both text formats only: the
+// rendered families are sample lines common to the two, which no protobuf encoder could take.
+var acceptedFormats = []expfmt.Format{expfmt.FmtOpenMetrics_1_0_0, expfmt.FmtOpenMetrics_0_0_1, expfmt.FmtText}
 
 func acceptsGzip(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {

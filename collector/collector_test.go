@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -126,3 +128,60 @@ func TestAppendSampleEscapes(t *testing.T) {
 		t.Errorf("no labels: %q", got)
 	}
 }
+
+// TestSetNegotiatesOpenMetrics: a scrape asking for OpenMetrics gets it, counters with their created timestamp as a
+// _created sample, the rendered families unchanged, and # EOF last; one asking for nothing still gets text 0.0.4.
+func TestSetNegotiatesOpenMetrics(t *testing.T) {
+	created := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	reg := prometheus.NewRegistry()
+	counterDesc := prometheus.NewDesc("things_total", "Things counted since the day's start.", []string{"node"}, nil)
+	reg.MustRegister(constCollector{prometheus.MustNewConstMetricWithCreatedTimestamp(counterDesc, prometheus.CounterValue, 3, created, "a")})
+	srv := httptest.NewServer(NewSet(promslog.NewNopLogger(), reg, map[string]Collector{"text": textOnly{text: textFamily}}))
+	t.Cleanup(srv.Close)
+
+	scrape := func(accept string) (string, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.Header.Get("Content-Type"), string(body)
+	}
+
+	// What Prometheus sends by default, minus protobuf.
+	ct, body := scrape("application/openmetrics-text;version=1.0.0;escaping=underscores;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+	if !strings.HasPrefix(ct, "application/openmetrics-text; version=1.0.0") {
+		t.Errorf("Content-Type = %q, want OpenMetrics 1.0.0", ct)
+	}
+	for _, want := range []string{
+		"# TYPE things counter\n",
+		`things_total{node="a"} 3.0` + "\n",
+		`things_created{node="a"} ` + strconv.FormatFloat(float64(created.Unix()), 'g', -1, 64) + "\n",
+		textFamily + "# EOF\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("OpenMetrics lacks %q:\n%s", want, body)
+		}
+	}
+	if !strings.HasSuffix(body, "# EOF\n") {
+		t.Errorf("OpenMetrics does not end with # EOF:\n%s", body)
+	}
+
+	ct, body = scrape("")
+	if !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type without Accept = %q", ct)
+	}
+	if strings.Contains(body, "_created") || strings.Contains(body, "# EOF") {
+		t.Errorf("the text format carries OpenMetrics lines:\n%s", body)
+	}
+}
+
+type constCollector struct{ m prometheus.Metric }
+
+func (c constCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.Desc() }
+func (c constCollector) Collect(ch chan<- prometheus.Metric) { ch <- c.m }

@@ -11,7 +11,7 @@ import (
 type TextFamily struct {
 	Name string
 	Help string
-	Type string // "gauge" or "counter"
+	Type string // "gauge": rendered samples read the same in the text format and OpenMetrics
 }
 
 // WriteHeader writes the family's HELP and TYPE lines.

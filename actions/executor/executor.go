@@ -28,6 +28,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -93,8 +94,9 @@ type Executor struct {
 	recorder record.EventRecorder
 	metrics  *metrics
 
-	factory  informers.SharedInformerFactory
-	informer cache.SharedIndexInformer
+	factory   informers.SharedInformerFactory
+	informer  cache.SharedIndexInformer
+	freshness *kube.Freshness // of informer
 
 	// decideMu serialises decisions and group claims, so each one sees every claim made before it.
 	decideMu sync.Mutex
@@ -153,7 +155,9 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	}
 	e.metrics = m
 	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripNode))
-	e.informer = e.factory.Core().V1().Nodes().Informer()
+	if e.informer, e.freshness, err = nodeInformer(e.factory, opts.Registerer); err != nil {
+		return nil, err
+	}
 	_, err = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { e.nodeChanged(nil, obj) },
 		UpdateFunc: func(oldObj, newObj any) { e.nodeChanged(oldObj, newObj) },

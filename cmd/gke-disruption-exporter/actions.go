@@ -111,7 +111,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			return err
 		}
 		server, err := serve.New(logger, web, name, "Acts on GKE maintenance alerts from Alertmanager under a policy.",
-			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+			promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, EnableOpenMetricsTextCreatedSamples: true}))
 		if err != nil {
 			return err
 		}

@@ -62,6 +62,9 @@ var ownerResources = map[string]schema.GroupVersionResource{
 	"Job":         {Group: "batch", Version: "v1", Resource: "jobs"},
 }
 
+// leaderPodSelector selects the leader pods of LeaderWorkerSets: the one pod of each group with worker index 0.
+const leaderPodSelector = "leaderworkerset.sigs.k8s.io/worker-index=0"
+
 // OwnerResources are the owner resources the collector lists (as metadata), for callers that check access first.
 func OwnerResources() []schema.GroupVersionResource {
 	out := make([]schema.GroupVersionResource, 0, len(ownerResources))
@@ -84,6 +87,7 @@ type Collector struct {
 	pods      *cache.Reflector
 	podsSink  *sink
 	owners    metadatainformer.SharedInformerFactory
+	leaders   metadatainformer.SharedInformerFactory // LeaderWorkerSet leader pods
 	ownerInf  map[string]cache.SharedIndexInformer
 	typed     informers.SharedInformerFactory // PodDisruptionBudgets
 	configMap informers.SharedInformerFactory // the one ConfigMap
@@ -183,9 +187,20 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 			func(o *metav1.ListOptions) { o.FieldSelector = podFieldSelector }),
 		&corev1.Pod{}, c.podsSink)
 
+	// The owner walk's caches: metadata of the owner kinds it follows, and of the LeaderWorkerSet leader pods, which
+	// own their group's worker StatefulSet wherever they run.
 	c.owners = metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(stripOwner))
+	c.leaders = metadatainformer.NewFilteredSharedInformerFactory(meta, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = leaderPodSelector })
+	leaders := c.leaders.ForResource(corev1.SchemeGroupVersion.WithResource("pods")).Informer()
+	if err := leaders.SetTransform(stripOwner); err != nil {
+		return nil, err
+	}
+	owners := map[string]cache.SharedIndexInformer{"Pod": leaders}
 	for kind, gvr := range ownerResources {
-		inf := c.owners.ForResource(gvr).Informer()
+		owners[kind] = c.owners.ForResource(gvr).Informer()
+	}
+	for kind, inf := range owners {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
@@ -202,7 +217,11 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 		}); err != nil {
 			return nil, err
 		}
-		if err := watchInformer(gvr.Resource, inf); err != nil {
+		resource := "leaderpods"
+		if gvr, ok := ownerResources[kind]; ok {
+			resource = gvr.Resource
+		}
+		if err := watchInformer(resource, inf); err != nil {
 			return nil, err
 		}
 		c.ownerInf[kind] = inf
@@ -300,15 +319,17 @@ func (c *Collector) lookupOwner(namespace, apiVersion, kind, name string, uid ty
 // are known when it arrives.
 func (c *Collector) Run(ctx context.Context) {
 	c.owners.Start(ctx.Done())
+	c.leaders.Start(ctx.Done())
 	c.typed.Start(ctx.Done())
 	c.configMap.Start(ctx.Done())
 	go c.nodes.RunWithContext(ctx)
-	ownersSynced := append([]cache.InformerSynced{c.nodesSink.hasSynced}, c.synced[:len(ownerResources)]...)
+	ownersSynced := append([]cache.InformerSynced{c.nodesSink.hasSynced}, c.synced[:len(c.ownerInf)]...)
 	if cache.WaitForCacheSync(ctx.Done(), ownersSynced...) {
 		go c.pods.RunWithContext(ctx)
 	}
 	<-ctx.Done()
 	c.owners.Shutdown()
+	c.leaders.Shutdown()
 	c.typed.Shutdown()
 	c.configMap.Shutdown()
 }

@@ -543,3 +543,71 @@ func (e *exporter) scrapeText() (string, error) {
 	body, err := io.ReadAll(resp.Body)
 	return string(body), err
 }
+
+// TestLeaderWorkerSetLeaderOnOrdinaryNode: the GPU workers of a LeaderWorkerSet whose leader pod runs on an ordinary
+// node (whose pods the collector does not keep) belong to the LeaderWorkerSet: by the label its controller puts
+// on every pod, and without it through the leader pod's metadata. A JobSet's pod is named by its label where the
+// walk stops short.
+func TestLeaderWorkerSetLeaderOnOrdinaryNode(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	f := newFixture(t, api)
+	f.node("gpu-0", newVersion, gpuLabels)
+	f.node("gpu-1", newVersion, gpuLabels)
+	f.node("cpu-0", newVersion, ordinary)
+	f.namespace("serve")
+	f.gracefulTermination(map[string]string{"gracefulTermination": "true"})
+
+	// What the LeaderWorkerSet controller makes (it does not run here): a leader StatefulSet owned by the
+	// LeaderWorkerSet, its pod the group's leader, which owns the group's worker StatefulSet.
+	group := func(lws string, labelWorkers bool) {
+		t.Helper()
+		lwsRef := controller("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", lws, types.UID("9a1e0000-0000-4000-8000-"+fmt.Sprintf("%012x", len(lws))))
+		leaderSet := f.statefulSet("serve", lws, lwsRef)
+		f.pod(podSpec{namespace: "serve", name: lws + "-0", node: "cpu-0", grace: 600, owner: leaderSet,
+			labels: map[string]string{"leaderworkerset.sigs.k8s.io/name": lws, "leaderworkerset.sigs.k8s.io/worker-index": "0"}})
+		leader, err := api.Client.CoreV1().Pods("serve").Get(f.ctx, lws+"-0", metav1.GetOptions{})
+		f.check(err, "reading the leader pod")
+		workerSet := f.statefulSet("serve", lws+"-0", controller("v1", "Pod", leader.Name, leader.UID))
+		for i, node := range []string{"gpu-0", "gpu-1"} {
+			labels := map[string]string{"app": lws}
+			if labelWorkers {
+				labels["leaderworkerset.sigs.k8s.io/name"] = lws
+				labels["leaderworkerset.sigs.k8s.io/worker-index"] = fmt.Sprint(i + 1)
+			}
+			f.pod(podSpec{namespace: "serve", name: fmt.Sprintf("%s-0-%d", lws, i+1), node: node, grace: 600, owner: workerSet, labels: labels})
+		}
+	}
+	group("llm", true)
+	// A Job of a JobSet the collector has not seen (here: never created).
+	f.pod(podSpec{namespace: "serve", name: "train-slice-0-0-x", node: "gpu-0", grace: 600,
+		labels: map[string]string{"jobset.sigs.k8s.io/jobset-name": "train"},
+		owner:  controller("batch/v1", "Job", "train-slice-0", "8f1c2d3e-0000-4000-8000-00000000000a")})
+	e := startExporter(t, api)
+	const header = `# HELP gke_workload_nodes GPU, TPU and Spot nodes the workload's pods run on.
+# TYPE gke_workload_nodes gauge
+`
+	e.waitFor("the labelled workers named by their LeaderWorkerSet", header+`gke_workload_nodes{namespace="serve",workload="llm",workload_kind="LeaderWorkerSet"} 2
+gke_workload_nodes{namespace="serve",workload="train",workload_kind="JobSet"} 1
+`, "gke_workload_nodes")
+
+	group("bare", false)
+	e.waitFor("unlabelled workers followed through their leader's metadata", header+`gke_workload_nodes{namespace="serve",workload="bare",workload_kind="LeaderWorkerSet"} 2
+gke_workload_nodes{namespace="serve",workload="llm",workload_kind="LeaderWorkerSet"} 2
+gke_workload_nodes{namespace="serve",workload="train",workload_kind="JobSet"} 1
+`, "gke_workload_nodes")
+}
+
+// statefulSet creates a StatefulSet owned by owner (no controller runs: it makes no pods).
+func (f *fixture) statefulSet(namespace, name string, owner *metav1.OwnerReference) *metav1.OwnerReference {
+	f.t.Helper()
+	labels := map[string]string{"statefulset": name}
+	s, err := f.client.AppsV1().StatefulSets(namespace).Create(f.ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, OwnerReferences: []metav1.OwnerReference{*owner}},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}}}},
+	}, metav1.CreateOptions{})
+	f.check(err, "creating statefulset "+name)
+	return controller("apps/v1", "StatefulSet", s.Name, s.UID)
+}

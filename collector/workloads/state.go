@@ -495,19 +495,16 @@ func (s *state) topOwner(namespace string, owner *ownerRef) (kind, name string) 
 	cur := ownerInput{apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid}
 	for range maxOwnerDepth {
 		if cur.kind == "Pod" && cur.apiVersion == "v1" {
-			// A LeaderWorkerSet's worker StatefulSets are owned by the group's leader pod.
-			leader, ok := s.pods[podKey{namespace, cur.name}]
-			if !ok {
-				s.unresolved[cur.uid] = true
-				break
+			// A LeaderWorkerSet's worker StatefulSets are owned by the group's leader pod: a kept one, else one
+			// from the leader pods' metadata, wherever it runs.
+			if leader, ok := s.pods[podKey{namespace, cur.name}]; ok {
+				if leader.owner == nil {
+					break
+				}
+				cur = ownerInput{apiVersion: leader.owner.apiVersion, kind: leader.owner.kind, name: leader.owner.name, uid: leader.owner.uid}
+				continue
 			}
-			if leader.owner == nil {
-				break
-			}
-			cur = ownerInput{apiVersion: leader.owner.apiVersion, kind: leader.owner.kind, name: leader.owner.name, uid: leader.owner.uid}
-			continue
-		}
-		if !followed(cur.apiVersion, cur.kind) {
+		} else if !followed(cur.apiVersion, cur.kind) {
 			break
 		}
 		next, found := s.lookup(namespace, cur.apiVersion, cur.kind, cur.name, cur.uid)

@@ -4,13 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -19,59 +14,13 @@ import (
 // The test fails at once if Alertmanager refuses the configuration.
 func StartAlertmanager(t testing.TB, config string) string {
 	t.Helper()
-	bin := Binary(t, "alertmanager")
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-
-	logs := &SyncBuffer{}
-	cmd := exec.Command(bin,
-		"--config.file="+cfgPath,
+	dir, addr := configDir(t, "alertmanager.yml", config)
+	return startTool(t, "alertmanager", addr,
+		"--config.file="+filepath.Join(dir, "alertmanager.yml"),
 		"--storage.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--cluster.listen-address=", // no gossip: a single instance
 	)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		if t.Failed() {
-			t.Logf("alertmanager log:\n%s", logs.String())
-		}
-	})
-
-	url := "http://" + addr
-	Eventually(t, 30*time.Second, "Alertmanager loading its configuration and becoming ready", func() error {
-		select {
-		case <-exited:
-			t.Fatalf("alertmanager exited: the configuration does not load:\n%s", logs.String())
-		default:
-		}
-		resp, err := http.Get(url + "/-/ready")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %s", resp.Status)
-		}
-		return nil
-	})
-	return url
 }
 
 // PostAlerts fires alerts through Alertmanager's API as Prometheus would; endsAt zero leaves them firing, a time in
