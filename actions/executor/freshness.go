@@ -36,6 +36,6 @@ func nodeInformer(factory informers.SharedInformerFactory, reg prometheus.Regist
 	return inf, freshness, nil
 }
 
-// Fresh reports whether the node cache is current: nil unless its watch has been failing, without data arriving,
-// for longer than kube.DefaultFailureGrace.
+// Fresh reports whether the node cache, and the pod cache of opportunistic maintenance once it runs, are current: nil
+// unless a watch has been failing, without data arriving, for longer than kube.DefaultFailureGrace.
 func (e *Executor) Fresh() error { return e.freshness.Err() }

@@ -18,12 +18,12 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
-// TestNodeCacheFreshness: the node cache decisions read follows the collectors' freshness model. With the API
-// server gone, the failed calls count as watch errors and, past the grace, Fresh fails; once nodes are read again
-// it is fresh.
+// TestNodeCacheFreshness: the node cache decisions read, and the pod cache of opportunistic maintenance, follow the
+// collectors' freshness model. With the API server gone, the failed calls count as watch errors and, past the
+// grace, Fresh fails; once nodes are read again it is fresh.
 func TestNodeCacheFreshness(t *testing.T) {
 	api := testenv.StartAPIServer(t)
-	cfg, err := config.Parse([]byte("pools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}}]\n"))
+	cfg, err := config.Parse([]byte("pools: [{name: serving, nodeSelector: {cloud.google.com/gke-nodepool: l4-serve}, opportunistic: {nodeIdleTime: 1m, window: 24h}}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +45,19 @@ func TestNodeCacheFreshness(t *testing.T) {
 		}
 		return nil
 	})
+	idle := e.startIdleTracking(ctx, cfg)
+	testenv.Eventually(t, 30*time.Second, "the pod list read", func() error {
+		if !idle.synced() {
+			return context.DeadlineExceeded
+		}
+		return nil
+	})
 	if err := e.Fresh(); err != nil {
 		t.Fatalf("fresh after the first list: %v", err)
 	}
 
 	api.StopAPIServer()
-	watchErrors := func() float64 {
+	watchErrors := func(resource string) float64 {
 		families, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -60,15 +67,15 @@ func TestNodeCacheFreshness(t *testing.T) {
 				continue
 			}
 			for _, m := range f.GetMetric() {
-				if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "nodes" {
+				if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == resource {
 					return m.GetCounter().GetValue()
 				}
 			}
 		}
 		return 0
 	}
-	testenv.Eventually(t, 60*time.Second, "the failing node watch counted", func() error {
-		if watchErrors() == 0 {
+	testenv.Eventually(t, 60*time.Second, "the failing node and pod watches counted", func() error {
+		if watchErrors("nodes") == 0 || watchErrors("pods") == 0 {
 			return context.DeadlineExceeded
 		}
 		return nil

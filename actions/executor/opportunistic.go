@@ -212,7 +212,10 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 	e.idleOnce.Do(func() {
 		t := newIdleTracker(func() []string { return e.config().AcceleratorResources })
 		pods := e.client.CoreV1().Pods(metav1.NamespaceAll)
-		lw := &cache.ListWatch{
+		// On the node cache's freshness model too: errors counted as {resource="pods"}, and a stale pod cache
+		// makes Fresh fail. The informer's error handler sees what breaks a running watch.
+		watched := e.freshness.Watch("pods")
+		lw := watched.ListWatch(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
 			// The reflector retries a refused watch by itself, without telling its error handler: note it here.
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -224,11 +227,12 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 				}
 				return w, err
 			},
-		}
+		}, false)
 		inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{})
+		watched.Track(inf.LastSyncResourceVersion)
 		if err := errors.Join(inf.SetTransform(stripPod), inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			t.watchFailed()
-			cache.DefaultWatchErrorHandler(ctx, r, err)
+			watched.ErrorHandler(ctx, r, err)
 		})); err != nil {
 			e.logger.Error("watching pods for opportunistic maintenance", "err", err)
 			return
