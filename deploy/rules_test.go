@@ -15,7 +15,7 @@ import (
 var copies = map[string]string{
 	"../rules/prometheusrule.yaml":               "components/prometheus-operator/prometheusrule.yaml",
 	"../rules/gmp-rules.yaml":                    "components/google-managed-prometheus/gmp-rules.yaml",
-	"../dashboards/":                             "components/prometheus-operator/dashboards/",
+	"../dashboards/operator-gmp/":                "components/prometheus-operator/dashboards/",
 	"base/":                                      chartDir + "/files/base/",
 	"components/google-managed-prometheus/":      chartDir + "/files/components/google-managed-prometheus/",
 	"components/prometheus-operator/":            chartDir + "/files/components/prometheus-operator/",

@@ -1,6 +1,7 @@
 // The files `make generate` writes, by path from the repository root: Prometheus rule files, the same rules as
 // a prometheus-operator PrometheusRule and a Managed Service for Prometheus Rules resource (for the labels their
-// scrape configurations in deploy/ produce), and the dashboards.
+// scrape configurations in deploy/ produce), and the dashboards twice: for a scrape that honors the series' labels,
+// and for the labels the scrape configurations in deploy/ produce.
 local mixin = import 'mixin.libsonnet';
 local c = mixin._config;
 // The shipped scrape configurations (ServiceMonitor without honorLabels, PodMonitoring) keep the target's
@@ -26,4 +27,7 @@ local groups = scraped.prometheusRules.groups + scraped.prometheusAlerts.groups;
 } + {
   ['dashboards/' + name]: mixin.grafanaDashboards[name]
   for name in std.objectFields(mixin.grafanaDashboards)
+} + {
+  ['dashboards/operator-gmp/' + name]: scraped.grafanaDashboards[name]
+  for name in std.objectFields(scraped.grafanaDashboards)
 }

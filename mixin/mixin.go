@@ -25,8 +25,9 @@ const entryPoint = "build.jsonnet"
 // yamlHeader starts every generated YAML file; JSON has no comments, so dashboards go without.
 const yamlHeader = "# Generated from mixin/ by `make generate`. DO NOT EDIT.\n"
 
-// GeneratedDirs are the directories (from the repository root) that hold only generated files.
-var GeneratedDirs = []string{"rules", "dashboards"}
+// GeneratedDirs are the directories (from the repository root) that hold only generated files, besides the
+// directories among them.
+var GeneratedDirs = []string{"rules", "dashboards", "dashboards/operator-gmp"}
 
 // File is one generated file.
 type File struct {
