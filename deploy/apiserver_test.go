@@ -62,6 +62,7 @@ func TestInstallsOnAPIServer(t *testing.T) {
 	}
 	t.Run("rbac", func(t *testing.T) { c.checkRBAC(t) })
 	t.Run("rbac-named", func(t *testing.T) { c.checkNamedRBAC(t) })
+	t.Run("runbook-rbac", func(t *testing.T) { c.checkRunbookRBAC(t) })
 	t.Run("pod-security", func(t *testing.T) { c.checkPodSecurity(t) })
 }
 
@@ -286,18 +287,7 @@ func probes() []access {
 // checkRBAC applies the RBAC objects of every install for real, then asks the API server's authorizer, for each
 // ServiceAccount, about every probe: what its command needs must be allowed, and nothing else.
 func (c *cluster) checkRBAC(t *testing.T) {
-	rbacKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-	for _, dir := range installs {
-		m := build(t, dir)
-		for _, kind := range rbacKinds {
-			for _, u := range m.ofKind(kind) {
-				c.apply(t, u, false)
-			}
-		}
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	c.applyRBAC(t)
 	for sa, grants := range needs {
 		t.Run(sa, func(t *testing.T) {
 			for _, grant := range grants {
@@ -315,6 +305,23 @@ func (c *cluster) checkRBAC(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// applyRBAC applies the ServiceAccounts and RBAC objects of every install, with their namespaces, for real.
+func (c *cluster) applyRBAC(t *testing.T) {
+	t.Helper()
+	rbacKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	for _, dir := range installs {
+		m := build(t, dir)
+		for _, kind := range rbacKinds {
+			for _, u := range m.ofKind(kind) {
+				c.apply(t, u, false)
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
 
