@@ -58,11 +58,12 @@ func BenchmarkRuleCost(b *testing.B) {
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 31, Timeout: time.Hour, LookbackDelta: 5 * time.Minute})
 
 	// evalGroup evaluates a group's rules in order, as the rule manager does, recording rules writing their output
-	// before the next rule reads it, and returns the samples read and the time taken.
-	evalGroup := func(g rulefmt.RuleGroup, ts time.Time) (int64, time.Duration) {
+	// before the next rule reads it, and returns the samples read and the time taken. logRules logs each rule's.
+	evalGroup := func(g rulefmt.RuleGroup, ts time.Time, logRules bool) (int64, time.Duration) {
 		var samples int64
 		began := time.Now()
 		for _, r := range g.Rules {
+			ruleBegan := time.Now()
 			q, err := engine.NewInstantQuery(context.Background(), st, nil, r.Expr, ts)
 			if err != nil {
 				b.Fatal(err)
@@ -71,7 +72,8 @@ func BenchmarkRuleCost(b *testing.B) {
 			if res.Err != nil {
 				b.Fatalf("%s%s: %v", r.Record, r.Alert, res.Err)
 			}
-			samples += q.Stats().Samples.TotalSamples
+			read := q.Stats().Samples.TotalSamples
+			samples += read
 			if vec, ok := res.Value.(promql.Vector); ok && r.Record != "" {
 				app := st.Appender(context.Background())
 				for _, smp := range vec {
@@ -85,6 +87,9 @@ func BenchmarkRuleCost(b *testing.B) {
 				}
 			}
 			q.Close()
+			if logRules {
+				b.Logf("  %-38s %12d samples %10s", r.Record+r.Alert, read, time.Since(ruleBegan).Round(time.Millisecond))
+			}
 		}
 		return samples, time.Since(began)
 	}
@@ -92,7 +97,7 @@ func BenchmarkRuleCost(b *testing.B) {
 	// Two cycles fill the recorded series the rules read back (their memory); the next is measured.
 	for ts := end.Add(-2 * time.Minute); ts.Before(end); ts = ts.Add(time.Minute) {
 		for _, g := range groups {
-			evalGroup(g, ts)
+			evalGroup(g, ts, false)
 		}
 	}
 	var total int64
@@ -102,7 +107,7 @@ func BenchmarkRuleCost(b *testing.B) {
 		total, duration = 0, 0
 		ts := end.Add(time.Duration(i) * time.Millisecond)
 		for _, g := range groups {
-			samples, d := evalGroup(g, ts)
+			samples, d := evalGroup(g, ts, i == 0)
 			if i == 0 {
 				b.Logf("%-40s %12d samples %10s", g.Name, samples, d.Round(time.Millisecond))
 			}
