@@ -723,10 +723,14 @@ func (s *state) render(w *workload) {
 	w.rendered = r
 }
 
-// renderCluster renders the cluster checks: graceful termination matters once the cluster has GPU/TPU nodes.
+// clusterFinding tells whether the cluster fails its own check: graceful termination matters once the cluster has
+// GPU/TPU nodes.
+func (s *state) clusterFinding() bool { return !s.gracefulTermination && s.accel > 0 }
+
+// renderCluster renders the cluster checks.
 func (s *state) renderCluster() {
 	s.cluster = nil
-	if !s.gracefulTermination && s.accel > 0 {
+	if s.clusterFinding() {
 		s.cluster = collector.AppendSample(nil, families[familyFindings].Name, 1,
 			"check", readiness.Checks[readiness.CheckGracefulTerminationDisabled].Name)
 	}

@@ -1,26 +1,18 @@
 package cli
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -81,31 +73,20 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 			return err
 		}
 	}
-	col, err := workloads.New(logger, client, meta, opts.Config, prometheus.NewRegistry())
+	col, stop, err := startWorkloads(ctx, logger, client, meta, opts.Config, opts.SyncTimeout)
+	var timedOut *syncTimeoutError
+	if errors.As(err, &timedOut) {
+		return &ExitError{Code: ExitAPI, Err: fmt.Errorf("reading the cluster: nodes, pods, owners and PodDisruptionBudgets %v", err)}
+	}
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { col.Run(runCtx); close(done) }()
-	defer func() { cancel(); <-done }()
-	timeout := opts.SyncTimeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) { return col.HasSynced(), nil }); err != nil {
-		return &ExitError{Code: ExitAPI, Err: fmt.Errorf("reading the cluster: nodes, pods, owners and PodDisruptionBudgets not read within %s", timeout)}
-	}
-	var text bytes.Buffer
-	if err := col.WriteText(&text); err != nil {
-		return err
-	}
-	results, err := parseFindings(&text)
+	defer stop()
+	found, err := col.Findings()
 	if err != nil {
 		return err
 	}
+	results := resultsOf(found)
 	if opts.Namespace != "" {
 		results = inNamespace(results, opts.Namespace)
 	}
@@ -176,60 +157,21 @@ func readAccess(ctx context.Context, client kubernetes.Interface, meta metadata.
 	return "", nil
 }
 
-// findingsSeries is the collector's gke_readiness_findings family.
-const findingsSeries = "gke_readiness_findings"
-
-// parseFindings groups the collector's gke_readiness_findings samples by check, in the checks' order.
-func parseFindings(r io.Reader) ([]CheckResult, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading the workloads collector's findings: %w", err)
-	}
-	byCheck := map[string][]WorkloadFinding{}
-	if fam, ok := families[findingsSeries]; ok {
-		for _, m := range fam.GetMetric() {
-			var f WorkloadFinding
-			var check string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "check":
-					check = l.GetValue()
-				case "namespace":
-					f.Namespace = l.GetValue()
-				case "workload_kind":
-					f.Kind = l.GetValue()
-				case "workload":
-					f.Workload = l.GetValue()
-				}
-			}
-			f.Pods = int(m.GetGauge().GetValue())
-			found := byCheck[check]
-			if found == nil {
-				found = []WorkloadFinding{}
-			}
-			if f.Workload != "" { // a cluster check lists no workloads
-				found = append(found, f)
-			}
-			byCheck[check] = found
-		}
-	}
+// resultsOf groups the collector's findings by check, in the checks' order (the order Findings keeps).
+func resultsOf(found []workloads.Finding) []CheckResult {
 	var out []CheckResult
-	for _, c := range readiness.Checks {
-		found, ok := byCheck[c.Name]
-		if !ok {
-			continue
+	for _, f := range found {
+		if n := len(out); n == 0 || out[n-1].Check != readiness.Checks[f.Check].Name {
+			c := readiness.Checks[f.Check]
+			out = append(out, CheckResult{Check: c.Name, Severity: c.Severity, Summary: c.Summary, Fix: c.Fix, Workloads: []WorkloadFinding{}})
 		}
-		delete(byCheck, c.Name)
-		slices.SortFunc(found, func(a, b WorkloadFinding) int {
-			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Kind, b.Kind), strings.Compare(a.Workload, b.Workload))
-		})
-		out = append(out, CheckResult{Check: c.Name, Severity: c.Severity, Summary: c.Summary, Fix: c.Fix, Workloads: found})
+		if f.Workload != (workloads.Workload{}) { // a cluster check lists no workloads
+			r := &out[len(out)-1]
+			r.Workloads = append(r.Workloads, WorkloadFinding{Namespace: f.Workload.Namespace, Kind: f.Workload.Kind,
+				Workload: f.Workload.Name, Pods: f.Pods})
+		}
 	}
-	if len(byCheck) > 0 {
-		return nil, errors.New("the workloads collector reported a check this command does not know")
-	}
-	return out, nil
+	return out
 }
 
 // inNamespace keeps the workloads of namespace, and the checks still failed by one of them or by the cluster.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,14 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -560,29 +559,16 @@ func start(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 		return s, nil
 	}
 	// Only the collector's placement of workloads is read: its readiness thresholds do not matter here.
-	col, err := workloads.New(slog.New(slog.DiscardHandler), client, meta, readiness.Config{}, prometheus.NewRegistry())
+	col, stop, err := startWorkloads(ctx, slog.New(slog.DiscardHandler), client, meta, readiness.Config{}, opts.SyncTimeout)
+	var timedOut *syncTimeoutError
+	if errors.As(err, &timedOut) {
+		s.workloadsUnknown = "pods and their owners " + err.Error()
+		return s, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { col.Run(runCtx); close(done) }()
-	s.stop = func() { cancel(); <-done }
-	timeout := opts.SyncTimeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) { return col.HasSynced(), nil }); err != nil {
-		s.stop()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		s.stop = func() {}
-		s.workloadsUnknown = fmt.Sprintf("pods and their owners not read within %s", timeout)
-		return s, nil
-	}
-	s.collector = col
+	s.collector, s.stop = col, stop
 	return s, nil
 }
 
