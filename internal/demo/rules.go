@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
-	"github.com/google/go-jsonnet"
-
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/mixin"
 )
 
 // RuleConfig says how to render the mixin's rules for a story that runs faster than the wall clock.
@@ -50,7 +47,7 @@ local mixin = base + { _config+:: scaleAll(base._config) {
 { groups: mixin.prometheusRules.groups + mixin.prometheusAlerts.groups }
 `
 
-// RenderRules evaluates the mixin in the repository's mixin/ directory with cfg and writes the rules as a
+// RenderRules evaluates the mixin (its sources built into the binary) with cfg and writes the rules as a
 // Prometheus rule file (JSON, which Prometheus reads as YAML) to path.
 func RenderRules(path string, cfg RuleConfig) error {
 	if cfg.TimeScale <= 0 {
@@ -64,12 +61,11 @@ func RenderRules(path string, cfg RuleConfig) error {
 	if err != nil {
 		return fmt.Errorf("mixin config overrides: %w", err)
 	}
-	vm := jsonnet.MakeVM()
-	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(localenv.RepoRoot(), "mixin")}})
-	vm.ExtCode("scale", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
-	vm.ExtCode("config", string(overrides))
-	vm.ExtCode("minFor", strconv.Itoa(max(1, int(math.Ceil(cfg.MinFor.Seconds())))))
-	out, err := vm.EvaluateAnonymousSnippet("demo-rules.jsonnet", ruleSnippet)
+	out, err := mixin.Evaluate(ruleSnippet, map[string]string{
+		"scale":  strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64),
+		"config": string(overrides),
+		"minFor": strconv.Itoa(max(1, int(math.Ceil(cfg.MinFor.Seconds())))),
+	})
 	if err != nil {
 		return fmt.Errorf("rendering the mixin's rules: %w", err)
 	}
