@@ -15,6 +15,16 @@ const (
 	AnnotationNVSentinelQuarantine = "quarantineHealthEvent"
 )
 
+// GKE's maintenance handler as it runs in a cluster: the add-on DaemonSet kube-system/maintenance-handler GKE runs on
+// GPU node pools, its pods labelled k8s-app=maintenance-handler (its manifest is quoted in
+// https://github.com/NVIDIA/NVSentinel/issues/754). It is built from
+// https://github.com/GoogleCloudPlatform/k8s-node-termination-handler: before the host event it taints the node
+// cloud.google.com/impending-node-termination and evicts the node's pods.
+const (
+	MaintenanceHandlerNamespace   = "kube-system"
+	MaintenanceHandlerPodSelector = "k8s-app=maintenance-handler"
+)
+
 // Holders of a node other than this service (OtherOwner).
 const (
 	// OwnerGKEMaintenanceHandler: GKE's maintenance-handler DaemonSet (from k8s-node-termination-handler) tainted

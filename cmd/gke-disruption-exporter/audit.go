@@ -23,6 +23,10 @@ func auditCommand(app *kingpin.Application) runFunc {
 		Default(string(readiness.Warning)).Enum(string(readiness.Warning), string(readiness.Error))
 	namespace := cmd.Flag("namespace", "Only the workloads of this namespace (the cluster's own checks always count).").Short('n').String()
 	allNamespaces := cmd.Flag("all-namespaces", "Every namespace's workloads: the default, as kubectl's -A.").Short('A').Bool()
+	selector := cmd.Flag("selector", "Label selector over nodes (kubectl's -l): only the pods on the nodes it matches, and their node pools.").Short('l').String()
+	policyFile := cmd.Flag("config.file", "The actions policy file (YAML) to check against GKE's maintenance handler; default: the policy of --actions.deployment.").String()
+	actionsDeployment := cmd.Flag("actions.deployment", "The actions service's Deployment (NAMESPACE/NAME), whose policy ConfigMap is checked.").
+		Default(cli.DefaultActionsDeployment).String()
 	readinessFlags := workloads.AddFlags(cmd)
 
 	return func(ctx context.Context, logger *slog.Logger) error {
@@ -42,6 +46,7 @@ func auditCommand(app *kingpin.Application) runFunc {
 		}
 		return cliExit(cli.Audit(ctx, logger, client, meta, os.Stdout, cli.AuditOptions{
 			FailOn: readiness.Severity(*failOn), Output: *output, NoHeaders: *noHeaders, Namespace: *namespace, Config: readinessFlags.Config(),
+			Selector: *selector, PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment,
 		}))
 	}
 }

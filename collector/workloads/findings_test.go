@@ -23,7 +23,7 @@ func TestFindingsMatchSeries(t *testing.T) {
 			}
 		}
 		var fromFindings []string
-		for _, f := range s.findings() {
+		for _, f := range s.findings(nil) {
 			name := readiness.Checks[f.Check].Name
 			if f.Workload == (Workload{}) {
 				fromFindings = append(fromFindings, fmt.Sprintf(`gke_readiness_findings{check=%q} %d`, name, f.Pods))
@@ -38,7 +38,7 @@ func TestFindingsMatchSeries(t *testing.T) {
 		}
 	}
 	agree("empty cluster")
-	if got := s.findings(); got != nil {
+	if got := s.findings(nil); got != nil {
 		t.Errorf("empty cluster: %v", got)
 	}
 	s.setNode(gpuNode("n1", 0))
@@ -55,9 +55,21 @@ func TestFindingsMatchSeries(t *testing.T) {
 		{Check: readiness.CheckToleratesTerminationTaint, Workload: Workload{"batch", "Pod", "debug"}, Pods: 1},
 		{Check: readiness.CheckToleratesTerminationTaint, Workload: Workload{"serving", "Deployment", "web"}, Pods: 1},
 	}
-	if got := s.findings(); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := s.findings(nil); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("findings:\n%v\nwant\n%v", got, want)
 	}
+	// On n2 only: the pods there, the cluster's own check as ever.
+	s.setNode(gpuNode("n2", 0))
+	s.setPod(&podInput{namespace: "serving", name: "web-abc-3", node: "n2", owner: rs, grace: 5}, true)
+	onN2 := s.findings(func(node string) bool { return node == "n2" })
+	want = []Finding{want[0], {Check: readiness.CheckGracePeriodShort, Workload: Workload{"serving", "Deployment", "web"}, Pods: 1}}
+	if fmt.Sprint(onN2) != fmt.Sprint(want) {
+		t.Errorf("findings on n2:\n%v\nwant\n%v", onN2, want)
+	}
+	if all := s.findings(func(string) bool { return true }); fmt.Sprint(all) != fmt.Sprint(s.findings(nil)) {
+		t.Errorf("findings on every node:\n%v\nwant all findings\n%v", all, s.findings(nil))
+	}
+	agree("a second node")
 	s.setGracefulTermination(true)
 	s.deletePod("serving", "web-abc-2")
 	agree("graceful termination on, a pod gone")

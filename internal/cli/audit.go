@@ -6,18 +6,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/workloads"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -30,6 +33,12 @@ type AuditOptions struct {
 	// Namespace, when set, keeps only the workloads of that namespace (cluster checks always count).
 	Namespace string
 	Config    readiness.Config
+	// Selector, a label selector over nodes, keeps the pods on the nodes it matches, and the node pools they are in.
+	Selector string
+	// PolicyFile is a local actions policy (--config.file); when empty the policy is read from the ConfigMap of
+	// ActionsDeployment (namespace/name, default DefaultActionsDeployment), as status reads it.
+	PolicyFile        string
+	ActionsDeployment string
 	// SyncTimeout bounds the initial read of nodes, pods, owners, PodDisruptionBudgets and the ConfigMap.
 	SyncTimeout time.Duration
 }
@@ -49,6 +58,8 @@ type CheckResult struct {
 	Summary   string             `json:"summary"`
 	Fix       string             `json:"fix"`
 	Workloads []WorkloadFinding  `json:"workloads"`
+	// Pools are the GKE node pools of a finding about node pools (maintenance_handler_conflict).
+	Pools []string `json:"pools,omitempty"`
 }
 
 // severityRank orders severities for --fail-on.
@@ -65,11 +76,32 @@ func severityRank(s readiness.Severity) int {
 // Audit reads the cluster through the workloads collector (the same code that serves gke_readiness_findings),
 // writes its findings grouped by check, and returns an ExitError with ExitFindings when one is at or above FailOn.
 func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, meta metadata.Interface, w io.Writer, opts AuditOptions) error {
+	sel, err := labels.Parse(opts.Selector)
+	if err != nil {
+		return &ExitError{Code: ExitAPI, Err: fmt.Errorf("bad --selector %q: %v", opts.Selector, err)}
+	}
+	var policy *Policy
+	if opts.PolicyFile != "" {
+		if policy, err = loadPolicyFile(opts.PolicyFile); err != nil {
+			return err
+		}
+	} else if opts.ActionsDeployment == "" {
+		opts.ActionsDeployment = DefaultActionsDeployment
+	} else if err := checkDeploymentRef(opts.ActionsDeployment); err != nil {
+		return err
+	}
 	if err := preflight(ctx, client, meta); err != nil {
 		return err
 	}
 	if opts.Namespace != "" {
 		if err := checkNamespace(ctx, client, opts.Namespace); err != nil {
+			return err
+		}
+	}
+	// The selected nodes, by name; nil: every node.
+	var selected map[string]*nodeview.View
+	if !sel.Empty() {
+		if selected, err = listNodes(ctx, client, sel.String()); err != nil {
 			return err
 		}
 	}
@@ -82,16 +114,30 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 		return err
 	}
 	defer stop()
-	found, err := col.Findings()
+	var onNode func(string) bool
+	if selected != nil {
+		onNode = func(node string) bool { return selected[node] != nil }
+	}
+	found, err := col.Findings(onNode)
 	if err != nil {
 		return err
 	}
 	results := resultsOf(found)
+	conflict, note, err := auditHandlerConflict(ctx, client, selected, policy, opts.ActionsDeployment)
+	if err != nil {
+		return err
+	}
+	if conflict != nil {
+		results = append(results, *conflict)
+	}
 	if opts.Namespace != "" {
 		results = inNamespace(results, opts.Namespace)
 	}
 	if err := RenderAudit(w, results, opts.Output, opts.NoHeaders); err != nil {
 		return err
+	}
+	if note != "" && opts.Output == OutputTable && !opts.NoHeaders {
+		fmt.Fprintf(w, "\n%s\n", note)
 	}
 	for _, r := range results {
 		if severityRank(r.Severity) >= severityRank(opts.FailOn) {
@@ -99,6 +145,57 @@ func Audit(ctx context.Context, logger *slog.Logger, client kubernetes.Interface
 		}
 	}
 	return nil
+}
+
+// auditHandlerConflict finds the node pools where GKE's maintenance handler runs and the actions policy drains too
+// (among the selected nodes, when selected is not nil). policy is --config.file's; without it the actions
+// Deployment's is read, and when that cannot be, note says so.
+func auditHandlerConflict(ctx context.Context, client kubernetes.Interface, selected map[string]*nodeview.View, policy *Policy,
+	actionsDeployment string) (conflict *CheckResult, note string, err error) {
+	onHandler, err := maintenanceHandlerNodes(ctx, client)
+	if err != nil || len(onHandler) == 0 {
+		return nil, "", err
+	}
+	nodes := selected
+	if nodes == nil {
+		if nodes, err = listNodes(ctx, client, ""); err != nil {
+			return nil, "", err
+		}
+	}
+	var handlerNodes []*nodeview.View
+	for name := range onHandler {
+		if n := nodes[name]; n != nil {
+			handlerNodes = append(handlerNodes, n)
+		}
+	}
+	if len(handlerNodes) == 0 {
+		return nil, "", nil
+	}
+	if policy == nil {
+		if policy, note = discoverAuditPolicy(ctx, client, actionsDeployment); policy == nil {
+			return nil, note, nil
+		}
+	}
+	pools := handlerConflicts(policy, handlerNodes)
+	if len(pools) == 0 {
+		return nil, "", nil
+	}
+	r := maintenanceHandlerConflict
+	r.Workloads, r.Pools = []WorkloadFinding{}, pools
+	return &r, "", nil
+}
+
+// listNodes reads the nodes a label selector matches (every node for ""), by name.
+func listNodes(ctx context.Context, client kubernetes.Interface, selector string) (map[string]*nodeview.View, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, apiError("listing nodes", err)
+	}
+	nodes := make(map[string]*nodeview.View, len(list.Items))
+	for i := range list.Items {
+		nodes[list.Items[i].Name] = nodeview.Of(&list.Items[i])
+	}
+	return nodes, nil
 }
 
 // preflight reads one of everything the collector watches, so an unreachable server or a missing permission is
@@ -202,11 +299,15 @@ func RenderAudit(w io.Writer, results []CheckResult, output string, noHeaders bo
 	type row struct {
 		Check    string             `json:"check"`
 		Severity readiness.Severity `json:"severity"`
+		Pool     string             `json:"pool,omitempty"`
 		WorkloadFinding
 	}
 	var rows []row
 	for _, r := range results {
-		if len(r.Workloads) == 0 {
+		for _, p := range r.Pools {
+			rows = append(rows, row{Check: r.Check, Severity: r.Severity, Pool: p})
+		}
+		if len(r.Workloads) == 0 && len(r.Pools) == 0 {
 			rows = append(rows, row{Check: r.Check, Severity: r.Severity, WorkloadFinding: WorkloadFinding{Pods: 1}})
 		}
 		for _, f := range r.Workloads {
@@ -229,6 +330,10 @@ func RenderAudit(w io.Writer, results []CheckResult, output string, noHeaders bo
 	if noHeaders {
 		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		for _, r := range rows {
+			if r.Pool != "" {
+				fmt.Fprintf(tw, "%s\t%s\t-\tNodePool\t%s\t-\n", r.Severity, r.Check, r.Pool)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Severity, r.Check, orDash(r.Namespace), orDash(r.Kind), orDash(r.Workload), r.Pods)
 		}
 		return tw.Flush()
@@ -242,6 +347,9 @@ func RenderAudit(w io.Writer, results []CheckResult, output string, noHeaders bo
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s %s\n  %s\n  Fix: %s\n", severityTag(r.Severity), r.Check, r.Summary, r.Fix)
+		if len(r.Pools) > 0 {
+			fmt.Fprintf(w, "  NODE-POOL\n  %s\n", strings.Join(r.Pools, "\n  "))
+		}
 		if len(r.Workloads) == 0 {
 			continue // a cluster check
 		}
