@@ -38,18 +38,7 @@ type cluster struct {
 // TestInstallsOnAPIServer applies every install to a real kube-apiserver (a server-side dry run, which runs
 // validation and admission) and proves the RBAC with SubjectAccessReviews.
 func TestInstallsOnAPIServer(t *testing.T) {
-	api := testenv.StartAPIServer(t)
-	dyn, err := dynamic.NewForConfig(api.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(api.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{api: api, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}
-	c.installCRDs(t)
-
+	c := newCluster(t)
 	for _, dir := range installs {
 		t.Run("dry-run/"+dir, func(t *testing.T) {
 			m := build(t, dir)
@@ -64,6 +53,23 @@ func TestInstallsOnAPIServer(t *testing.T) {
 	t.Run("rbac-named", func(t *testing.T) { c.checkNamedRBAC(t) })
 	t.Run("runbook-rbac", func(t *testing.T) { c.checkRunbookRBAC(t) })
 	t.Run("pod-security", func(t *testing.T) { c.checkPodSecurity(t) })
+}
+
+// newCluster starts a real kube-apiserver that serves the monitoring CRDs the installs use.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	api := testenv.StartAPIServer(t)
+	dyn, err := dynamic.NewForConfig(api.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(api.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{api: api, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}
+	c.installCRDs(t)
+	return c
 }
 
 // checkPodSecurity dry-runs each workload's pod in a namespace that enforces the restricted Pod Security level:
@@ -340,4 +346,25 @@ func (c *cluster) allowed(t *testing.T, sa string, a access) bool {
 		t.Fatalf("SubjectAccessReview for %s %s: %v", sa, a, err)
 	}
 	return got.Status.Allowed
+}
+
+// delete deletes u, as kubectl delete does: it may linger with a deletion timestamp while finalizers run.
+func (c *cluster) delete(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	gvk := u.GroupVersionKind()
+	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		t.Fatalf("%s: %v", gvk, err)
+	}
+	var client dynamic.ResourceInterface = c.dynamic.Resource(mapping.Resource)
+	if mapping.Scope.Name() == "namespace" {
+		client = c.dynamic.Resource(mapping.Resource).Namespace(u.GetNamespace())
+	}
+	if err := client.Delete(context.Background(), u.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting %s %s: %v", gvk.Kind, key(u.GetNamespace(), u.GetName()), err)
+		return
+	}
+	if left, err := client.Get(context.Background(), u.GetName(), metav1.GetOptions{}); err == nil && left.GetDeletionTimestamp() == nil {
+		t.Errorf("%s %s still there after its deletion", gvk.Kind, key(u.GetNamespace(), u.GetName()))
+	}
 }

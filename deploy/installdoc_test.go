@@ -6,10 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -90,4 +94,176 @@ func TestInstallDryRunCheck(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// installDocCommands are the commands of docs/install.md's shell blocks, in order: comments dropped, continued
+// lines joined, and a here-document kept with the command that opens it.
+func installDocCommands(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	inShell, heredoc, cur := false, "", ""
+	for _, raw := range strings.Split(string(doc), "\n") {
+		line := strings.TrimSpace(raw)
+		switch {
+		case !inShell:
+			inShell = line == "```sh"
+			continue
+		case heredoc != "":
+			cur += "\n" + line
+			if line == heredoc {
+				out, cur, heredoc = append(out, cur), "", ""
+			}
+			continue
+		case line == "```":
+			inShell = false
+			continue
+		}
+		if i := strings.Index(line, "  #"); i >= 0 {
+			line = strings.TrimSpace(line[:i])
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		cur = strings.TrimSpace(cur + " " + line)
+		if strings.HasSuffix(cur, `\`) {
+			cur = strings.TrimSuffix(cur, `\`)
+			continue
+		}
+		if _, word, ok := strings.Cut(cur, "<<"); ok {
+			heredoc = strings.Trim(strings.Fields(word)[0], `'"`)
+			continue
+		}
+		out, cur = append(out, cur), ""
+	}
+	return out
+}
+
+// shellWords splits a command line as the shell would for these commands: on blanks, outside quotes.
+func shellWords(line string) []string {
+	var words []string
+	var word strings.Builder
+	inWord, quote := false, rune(0)
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			word.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words, inWord = append(words, word.String()), false
+				word.Reset()
+			}
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
+}
+
+// repository is where install.md installs from at a tag.
+const repository = "https://github.com/gke-disruption-exporter/gke-disruption-exporter"
+
+// TestInstallDocCommands runs install.md's commands as written, in order, against a real API server, as far as
+// they can run here: `kubectl apply -k` from the repository at a tag (the tag's tree is this one's: the overlay
+// directory, applied for real), `kubectl apply -k` and `kubectl delete -k` of your overlay (the example overlay),
+// `kubectl get`, the credentials script (when htpasswd is installed) and `helm install`. It cannot run what needs
+// GKE or Google Cloud: `gcloud` (IAM), and `kubectl port-forward` and `curl` (no kubelet runs the pods of the
+// test's API server). `kubectl apply -f` of a release file is TestRelease's. A command it does not know fails it,
+// so that a new command in install.md is run or named here.
+func TestInstallDocCommands(t *testing.T) {
+	c := newCluster(t)
+	version := ""
+	expand := func(s string) string { return strings.ReplaceAll(s, "$VERSION", version) }
+	// overlayDir is the kustomization a `-k` argument names: an overlay of the repository at the tag, or yours.
+	overlayDir := func(arg string) string {
+		arg = expand(strings.Trim(arg, `"`))
+		if arg == "path/to/your-overlay" {
+			return "examples/overlay"
+		}
+		dir, ref, ok := strings.Cut(strings.TrimPrefix(arg, repository+"//deploy/"), "?ref=")
+		if !ok || ref != version || !strings.HasPrefix(arg, repository+"//deploy/") {
+			t.Fatalf("%s: not an overlay of %s at the release tag %q", arg, repository, version)
+		}
+		return dir
+	}
+	var credentials []string
+	ran := map[string]bool{}
+	for _, line := range installDocCommands(t) {
+		words := shellWords(line)
+		switch {
+		case strings.HasPrefix(line, "VERSION="):
+			version = strings.TrimPrefix(words[0], "VERSION=")
+		case strings.HasPrefix(line, "kubectl apply -k "):
+			for _, u := range build(t, overlayDir(words[3])) {
+				c.apply(t, u, false)
+			}
+			ran["apply -k"] = true
+		case strings.HasPrefix(line, "kubectl delete -k "):
+			for _, u := range build(t, overlayDir(words[3])) {
+				c.delete(t, u)
+			}
+			ran["delete -k"] = true
+		case strings.HasPrefix(line, "kubectl apply -f "):
+			file := expand(strings.Trim(words[3], `"`))
+			name, ok := strings.CutPrefix(file, repository+"/releases/download/"+version+"/install-")
+			if _, err := os.Stat(filepath.Join("overlays", strings.TrimSuffix(name, ".yaml"))); !ok || err != nil {
+				t.Errorf("%s: names no release file of an overlay", line)
+			}
+		case strings.HasPrefix(line, "kubectl -n gke-disruption-exporter port-forward "), strings.HasPrefix(line, "curl "),
+			strings.HasPrefix(line, "gcloud "), strings.HasPrefix(line, "PROJECT_ID="), strings.HasPrefix(line, "PROJECT_NUMBER="):
+			t.Logf("not run here (needs GKE or Google Cloud): %s", line)
+		case strings.HasPrefix(line, "kubectl "):
+			args := words[1:]
+			get := slices.Index(args, "get")
+			if get < 0 {
+				t.Fatalf("install.md: a kubectl command this test does not know: %s", line)
+			}
+			// kubectl's global flags before the verb go after it for the get command alone.
+			kubectlGet(t, c.api.Kubeconfig, append(slices.Clone(args[get+1:]), args[:get]...))
+			ran["get"] = true
+		case strings.HasPrefix(line, "AM_PASSWORD="), strings.HasPrefix(line, "printf "), strings.HasPrefix(line, "cat > web-config.yml"):
+			credentials = append(credentials, line)
+		case strings.HasPrefix(line, "helm install "):
+			// On an API server of its own: the chart would not adopt the objects kubectl applied.
+			hc := newCluster(t)
+			chart := filepath.Join(testenv.RepoRoot(), words[3])
+			helm(t, append(append([]string{"install", words[2], chart}, words[4:]...), "--kubeconfig", hc.api.Kubeconfig)...)
+			ran["helm install"] = true
+		default:
+			t.Errorf("install.md: a command this test does not know: %s", line)
+		}
+	}
+	for _, want := range []string{"apply -k", "delete -k", "get", "helm install"} {
+		if !ran[want] {
+			t.Errorf("install.md has no %s command any more", want)
+		}
+	}
+	if len(credentials) != 3 {
+		t.Fatalf("install.md's credentials step: %q", credentials)
+	}
+	if _, err := exec.LookPath("htpasswd"); err != nil {
+		t.Logf("credentials step not run: htpasswd is not installed here")
+		return
+	}
+	dir := t.TempDir()
+	script := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(credentials, "\n"))
+	script.Dir = dir
+	if out, err := script.CombinedOutput(); err != nil {
+		t.Fatalf("credentials step: %v\n%s", err, out)
+	}
+	users := checkWebConfig(t, string(readFile(t, filepath.Join(dir, "web-config.yml"))))
+	if err := bcrypt.CompareHashAndPassword([]byte(users["prometheus"]), readFile(t, filepath.Join(dir, "prometheus-password"))); err != nil {
+		t.Errorf("the web config does not accept prometheus-password: %v", err)
+	}
 }
