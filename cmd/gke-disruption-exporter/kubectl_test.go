@@ -135,3 +135,73 @@ func TestKubectlHabits(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditKubectlHabits runs audit as a process against a real API server with a finding, the way a kubectl user
+// types it: -o name, custom-columns, --no-headers, -l over nodes, the client flags and $KUBECONFIG.
+func TestAuditKubectlHabits(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	ctx := context.Background()
+	for _, n := range []struct{ name, pool string }{{"gke-prod-a3-train-1a2b3c4d-x7kq", "a3-train"}, {"gke-prod-l4-serve-5e6f7a8b-q2wz", "l4-serve"}} {
+		if _, err := api.Client.CoreV1().Nodes().Create(ctx, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
+			Labels: map[string]string{"cloud.google.com/gke-nodepool": n.pool, "cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := api.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gke-disruption-handling"},
+		Data: map[string]string{"gracefulTermination": "true"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grace := int64(5) // below --readiness.min-grace-period: grace_period_short
+	if _, err := api.Client.CoreV1().Pods("default").Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "trainer"},
+		Spec: v1.PodSpec{NodeName: "gke-prod-a3-train-1a2b3c4d-x7kq", TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{Name: "main", Image: "example.com/trainer"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kc := "--kubeconfig=" + api.Kubeconfig
+	// finds runs audit expecting the finding: exit 1, stdout returned.
+	finds := func(t *testing.T, args ...string) string {
+		t.Helper()
+		code, stdout, stderr := runMain(t, append([]string{"audit"}, args...)...)
+		if code != 1 || !strings.Contains(stderr, "readiness findings at or above warning") {
+			t.Fatalf("%v: exit %d, stderr %q; want 1 for the finding", args, code, stderr)
+		}
+		return stdout
+	}
+	if got := finds(t, kc, "-o", "name"); got != "pod/trainer\n" {
+		t.Errorf("audit -o name: %q", got)
+	}
+	if got := finds(t, kc, "--no-headers"); got != "warning  grace_period_short  default  Pod  trainer  1\n" {
+		t.Errorf("audit --no-headers: %q", got)
+	}
+	if got := finds(t, kc, "-o", "custom-columns=CHECK:.check,WORKLOAD:.workload,PODS:.pods"); got != "CHECK                WORKLOAD   PODS\ngrace_period_short   trainer    1\n" {
+		t.Errorf("audit -o custom-columns:\n%s", got)
+	}
+	if got := finds(t, kc, "-o", "custom-columns=CHECK:.check", "--no-headers"); got != "grace_period_short\n" {
+		t.Errorf("audit -o custom-columns --no-headers: %q", got)
+	}
+	// -l selects nodes, as kubectl get nodes -l: the other pool's nodes carry no finding.
+	finds(t, kc, "-l", "cloud.google.com/gke-nodepool=a3-train")
+	finds(t, kc, "--selector=cloud.google.com/gke-accelerator")
+	if code, stdout, stderr := runMain(t, "audit", kc, "-l", "cloud.google.com/gke-nodepool=l4-serve"); code != 0 || stdout != "No readiness findings.\n" {
+		t.Errorf("audit -l on the other pool: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	finds(t, kc, "--request-timeout=20s")
+	for _, tc := range []struct{ want, flag string }{
+		{"bad --selector", "-l=a in ("},
+		{"loading kubeconfig", "--request-timeout=soon"},
+		{"cannot reach the API server https://" + strings.Split(freeAddress(t), ":")[0], "--server=https://" + freeAddress(t)},
+	} {
+		code, stdout, stderr := runMain(t, "audit", kc, tc.flag)
+		if code != 2 || stdout != "" {
+			t.Errorf("audit %s: exit %d, stdout %q; want 2 and nothing", tc.flag, code, stdout)
+		}
+		oneLine(t, stderr, "audit", tc.want)
+	}
+	// In a pod: $KUBECONFIG before the in-cluster configuration.
+	code, stdout, _ := runMainEnv(t, []string{"KUBECONFIG=" + api.Kubeconfig, "KUBERNETES_SERVICE_HOST=127.0.0.1",
+		"KUBERNETES_SERVICE_PORT=" + strings.Split(freeAddress(t), ":")[1]}, "audit", "-o", "name")
+	if code != 1 || stdout != "pod/trainer\n" {
+		t.Errorf("audit with $KUBECONFIG in a pod: exit %d, stdout %q", code, stdout)
+	}
+}
