@@ -96,19 +96,26 @@ func TestInstallDryRunCheck(t *testing.T) {
 	})
 }
 
-// installDocCommands are the commands of docs/install.md's shell blocks, in order: comments dropped, continued
-// lines joined, and a here-document kept with the command that opens it.
-func installDocCommands(t *testing.T) []string {
+// shellCommands are the commands of a Markdown file's shell blocks, in order (only those under the heading
+// section, when not empty): comments dropped, continued lines joined, and a here-document kept with the command
+// that opens it.
+func shellCommands(t *testing.T, path, section string) []string {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/install.md")
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	inShell, heredoc, cur := false, "", ""
+	inSection := section == ""
 	for _, raw := range strings.Split(string(doc), "\n") {
 		line := strings.TrimSpace(raw)
+		if section != "" && strings.HasPrefix(raw, "## ") {
+			inSection = raw == section
+		}
 		switch {
+		case !inSection:
+			continue
 		case !inShell:
 			inShell = line == "```sh"
 			continue
@@ -174,7 +181,7 @@ func shellWords(line string) []string {
 // repository is where install.md installs from at a tag.
 const repository = "https://github.com/gke-disruption-exporter/gke-disruption-exporter"
 
-// TestInstallDocCommands runs install.md's commands as written, in order, against a real API server, as far as
+// TestInstallDocCommands runs install.md's commands, and the README's, as written, in order, against a real API server, as far as
 // they can run here: `kubectl apply -k` from the repository at a tag (the tag's tree is this one's: the overlay
 // directory, applied for real), `kubectl apply -k` and `kubectl delete -k` of your overlay (the example overlay),
 // `kubectl get`, the credentials script (when htpasswd is installed) and `helm install`. It cannot run what needs
@@ -182,6 +189,15 @@ const repository = "https://github.com/gke-disruption-exporter/gke-disruption-ex
 // test's API server). `kubectl apply -f` of a release file is TestRelease's. A command it does not know fails it,
 // so that a new command in install.md is run or named here.
 func TestInstallDocCommands(t *testing.T) {
+	t.Run("docs/install.md", func(t *testing.T) { runInstallCommands(t, shellCommands(t, "../docs/install.md", ""), true) })
+	t.Run("README.md", func(t *testing.T) {
+		runInstallCommands(t, shellCommands(t, "../README.md", "## Install on GKE"), false)
+	})
+}
+
+// runInstallCommands runs install commands as TestInstallDocCommands says; complete is the whole guide, with every
+// step, rather than a summary.
+func runInstallCommands(t *testing.T, commands []string, complete bool) {
 	c := newCluster(t)
 	version := ""
 	expand := func(s string) string { return strings.ReplaceAll(s, "$VERSION", version) }
@@ -199,7 +215,7 @@ func TestInstallDocCommands(t *testing.T) {
 	}
 	var credentials []string
 	ran := map[string]bool{}
-	for _, line := range installDocCommands(t) {
+	for _, line := range commands {
 		words := shellWords(line)
 		switch {
 		case strings.HasPrefix(line, "VERSION="):
@@ -227,7 +243,7 @@ func TestInstallDocCommands(t *testing.T) {
 			args := words[1:]
 			get := slices.Index(args, "get")
 			if get < 0 {
-				t.Fatalf("install.md: a kubectl command this test does not know: %s", line)
+				t.Fatalf("a kubectl command this test does not know: %s", line)
 			}
 			// kubectl's global flags before the verb go after it for the get command alone.
 			kubectlGet(t, c.api.Kubeconfig, append(slices.Clone(args[get+1:]), args[:get]...))
@@ -241,10 +257,16 @@ func TestInstallDocCommands(t *testing.T) {
 			helm(t, append(append([]string{"install", words[2], chart}, words[4:]...), "--kubeconfig", hc.api.Kubeconfig)...)
 			ran["helm install"] = true
 		default:
-			t.Errorf("install.md: a command this test does not know: %s", line)
+			t.Errorf("a command this test does not know: %s", line)
 		}
 	}
-	for _, want := range []string{"apply -k", "delete -k", "get", "helm install"} {
+	if !ran["apply -k"] || !ran["helm install"] {
+		t.Errorf("no kubectl apply -k or helm install command any more: %q", commands)
+	}
+	if !complete {
+		return
+	}
+	for _, want := range []string{"delete -k", "get"} {
 		if !ran[want] {
 			t.Errorf("install.md has no %s command any more", want)
 		}
