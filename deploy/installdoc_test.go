@@ -108,6 +108,7 @@ func shellCommands(t *testing.T, path, section string) []string {
 	var out []string
 	inShell, heredoc, cur := false, "", ""
 	inSection := section == ""
+	indent := "" // the block's own indentation (inside a list item), which a reader does not type
 	for _, raw := range strings.Split(string(doc), "\n") {
 		line := strings.TrimSpace(raw)
 		if section != "" && strings.HasPrefix(raw, "## ") {
@@ -118,9 +119,11 @@ func shellCommands(t *testing.T, path, section string) []string {
 			continue
 		case !inShell:
 			inShell = line == "```sh"
+			indent = raw[:len(raw)-len(strings.TrimLeft(raw, " "))]
 			continue
 		case heredoc != "":
-			cur += "\n" + line
+			// A here-document keeps its lines' own indentation.
+			cur += "\n" + strings.TrimPrefix(raw, indent)
 			if line == heredoc {
 				out, cur, heredoc = append(out, cur), "", ""
 			}
