@@ -17,9 +17,10 @@ build:
 tools:
 	@for t in $(TOOLS); do ./tools/build.sh $$t >/dev/null || exit 1; done
 
-# test runs every test, the real-component integration tests included.
-test: tools lint
-	$(GO) test -race -count=1 ./...
+# test runs every test, the real-component integration tests included. build first: the release test builds the
+# binary with the same flags, and finds it compiled.
+test: tools lint build
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 # generate renders the monitoring mixin (mixin/) into rules/ and dashboards/; commit the result.
 generate:
