@@ -53,11 +53,7 @@ func TPUSliceHosts(labels map[string]string) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	machineType, ok := labels[LabelInstanceType]
-	if !ok {
-		machineType = labels[LabelInstanceTypeDeprecated]
-	}
-	perVM, ok := TPUChipsPerVM(machineType)
+	perVM, ok := TPUChipsPerVM(MachineType(labels))
 	if !ok || chips%perVM != 0 {
 		return 0, false
 	}

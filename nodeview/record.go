@@ -44,6 +44,13 @@ const (
 	AnnotationFinishedAt = Prefix + "finished-at"
 	// AnnotationOpportunistic marks perform-maintenance requested by the opportunistic loop rather than an alert.
 	AnnotationOpportunistic = Prefix + "opportunistic"
+	// AnnotationIncident identifies the incident a faulty-host report serves (IncidentKey). Claims of other actions
+	// leave it, so the same incident is never reported twice whatever work comes after.
+	AnnotationIncident = Prefix + "incident"
+	// AnnotationFaultBehavior is the fault behavior to report (gke.FaultBehavior), from the claim to the label.
+	AnnotationFaultBehavior = Prefix + "fault-behavior"
+	// AnnotationReportStatus is GKE's last report-and-replace status this service has recorded (and evented).
+	AnnotationReportStatus = Prefix + "report-status"
 
 	// legacyScheduledMaintenance is where earlier releases recorded the maintenance (the label's value).
 	legacyScheduledMaintenance = Prefix + "scheduled-maintenance-time"
@@ -59,12 +66,15 @@ const (
 	Drain Action = "drain"
 	// OpportunisticMaintenance is perform-maintenance started by the service itself on an idle node.
 	OpportunisticMaintenance Action = "opportunistic-maintenance"
+	// ReportFaultyHost asks GKE to report the node's host as faulty and replace it (label fault-behavior); GKE
+	// evicts the pods itself.
+	ReportFaultyHost Action = "report-faulty-host"
 )
 
 // ParseAction returns the action an alert may name, or false.
 func ParseAction(s string) (Action, bool) {
 	switch Action(s) {
-	case PerformMaintenance, Drain:
+	case PerformMaintenance, Drain, ReportFaultyHost:
 		return Action(s), true
 	}
 	return "", false
@@ -86,6 +96,9 @@ const (
 	// Done: the action finished (or ended because its maintenance moved or vanished). A cordon of ours
 	// (AnnotationCordonedBy) stays until GKE has finished, or the maintenance moved or vanished.
 	Done Phase = "done"
+	// HostReported: label fault-behavior set; GKE evicts, reports the host and replaces it, showing its progress in
+	// report-and-replace-status.
+	HostReported Phase = "host-reported"
 	// Failed: the action gave up; AnnotationReason says why. A cordon of ours stays only while maintenance that
 	// cannot be moved is still pending on the node (pods placed there would be killed anyway).
 	Failed Phase = "failed"
@@ -103,10 +116,15 @@ type Record struct {
 	Group           []string
 	MaintenanceSeen bool
 	Opportunistic   bool
-	AcceptedAt      time.Time
-	DrainStartedAt  time.Time
-	RequestedAt     time.Time
-	FinishedAt      time.Time
+	// Incident, FaultBehavior and ReportStatus belong to faulty-host reports: the incident last reported, the
+	// behavior to report, and GKE's status last recorded.
+	Incident       string
+	FaultBehavior  string
+	ReportStatus   string
+	AcceptedAt     time.Time
+	DrainStartedAt time.Time
+	RequestedAt    time.Time
+	FinishedAt     time.Time
 }
 
 // ReadRecord reads the service's annotations; unreadable times read as zero. The annotations are the service's only
@@ -122,6 +140,9 @@ func ReadRecord(a map[string]string) Record {
 		Maintenance:     a[AnnotationMaintenance],
 		MaintenanceSeen: a[AnnotationMaintenanceSeen] == "true",
 		Opportunistic:   a[AnnotationOpportunistic] == "true",
+		Incident:        a[AnnotationIncident],
+		FaultBehavior:   a[AnnotationFaultBehavior],
+		ReportStatus:    a[AnnotationReportStatus],
 		AcceptedAt:      parseTime(a[AnnotationAcceptedAt]),
 		DrainStartedAt:  parseTime(a[AnnotationDrainStartedAt]),
 		RequestedAt:     parseTime(a[AnnotationRequestedAt]),
@@ -147,11 +168,15 @@ func (r Record) HoldsCordon() bool {
 // Active reports a phase of work in progress.
 func (p Phase) Active() bool {
 	switch p {
-	case Accepted, Draining, MaintenanceRequested:
+	case Accepted, Draining, MaintenanceRequested, HostReported:
 		return true
 	}
 	return false
 }
+
+// IncidentKey identifies an incident a faulty-host report serves: the alert's startsAt (Alertmanager's repeats keep
+// it), or for a request made by hand the time it was made.
+func IncidentKey(at time.Time) string { return "incident/" + FormatTime(at) }
 
 // FormatTime is the annotations' time format, with fractions of a second.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -53,6 +53,14 @@ type View struct {
 	InMaintenance bool
 	// PerformMaintenanceRequested: label perform-maintenance=true.
 	PerformMaintenanceRequested bool
+	// MachineType is the node's machine type (instance-type label).
+	MachineType string
+	// FaultBehavior is the fault-behavior label: the node's host is reported as faulty ("" when not).
+	FaultBehavior string
+	// ReportStatus is GKE's report-and-replace-status label ("" when none); ReportOperation the Compute Engine
+	// operation ID.
+	ReportStatus    gke.ReportStatus
+	ReportOperation string
 	// MaintenanceWindowStarted and ImpendingTermination are the effects of GKE's taints of those names.
 	MaintenanceWindowStarted []corev1.TaintEffect
 	ImpendingTermination     []corev1.TaintEffect
@@ -95,6 +103,10 @@ func Of(node *corev1.Node) *View {
 		Spot:                        gke.Spot(labels),
 		MaintenanceState:            gke.MaintenanceState(labels),
 		PerformMaintenanceRequested: labels[gke.LabelPerformMaintenance] == "true",
+		MachineType:                 gke.MachineType(labels),
+		FaultBehavior:               labels[gke.LabelFaultBehavior],
+		ReportStatus:                gke.ParseReportStatus(labels[gke.LabelReportAndReplaceStatus]),
+		ReportOperation:             labels[gke.LabelReportAndReplaceOperation],
 		Unschedulable:               node.Spec.Unschedulable,
 		OpportunisticTriggered:      gke.OpportunisticTriggered(node.Annotations),
 		OpportunisticConfigured:     node.Annotations[gke.AnnotationOpportunisticConfig] != "",
@@ -140,9 +152,17 @@ func Of(node *corev1.Node) *View {
 }
 
 // Disrupted reports a node that counts against disruption budgets: cordoned, in GKE maintenance, perform-maintenance
-// requested, not Ready, or being acted on by this service.
+// requested, its host reported as faulty, not Ready, or being acted on by this service.
 func (v *View) Disrupted() bool {
-	return v.Unschedulable || v.InMaintenance || v.PerformMaintenanceRequested || !v.Ready || v.Record.Active()
+	return v.Unschedulable || v.InMaintenance || v.PerformMaintenanceRequested || v.HostReported() || !v.Ready ||
+		v.Record.Active()
+}
+
+// HostReported reports a faulty-host report under way on the node: the fault-behavior label is set (by anyone), or
+// GKE shows a status that is not final. GKE evicts the node's pods and replaces its host, and rejects another
+// report meanwhile.
+func (v *View) HostReported() bool {
+	return v.FaultBehavior != "" || (v.ReportStatus != "" && !v.ReportStatus.Final())
 }
 
 // Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts
@@ -161,7 +181,8 @@ func Reserved(all []*View) func(*View) bool {
 
 // Labels are the GKE node labels the actions service reads.
 var Labels = []string{gke.LabelActiveNodeMaintenance, gke.LabelPerformMaintenance, gke.LabelScheduledMaintenanceTime,
-	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable}
+	gke.LabelNodePool, gke.LabelInstanceType, gke.LabelTPUTopology, gke.LabelOpportunisticDisable,
+	gke.LabelFaultBehavior, gke.LabelReportAndReplaceStatus, gke.LabelReportAndReplaceOperation}
 
 // Annotations are the node annotations of GKE and of the other hands (OtherOwner) the actions service reads.
 var Annotations = []string{gke.AnnotationUpcomingMaintenance, gke.AnnotationOpportunisticConfig, AnnotationNVSentinelQuarantine}

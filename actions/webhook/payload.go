@@ -25,6 +25,8 @@ const (
 	LabelNode          = "node"
 	LabelCanReschedule = "can_reschedule"
 	LabelReasons       = "reasons"
+	// LabelFaultBehavior is the fault to report with report-faulty-host (gke.FaultBehavior; default unspecified).
+	LabelFaultBehavior = "fault_behavior"
 )
 
 // Message is Alertmanager's webhook body: the notification data plus the protocol fields.
@@ -58,6 +60,8 @@ type Trigger struct {
 	CanReschedule bool
 	// HardwareFailure is the alert's reasons label naming a hardware failure (gke.HardwareFailure).
 	HardwareFailure bool
+	// FaultBehavior is what report-faulty-host reports (the alert's fault_behavior label).
+	FaultBehavior gke.FaultBehavior
 	// StartsAt identifies the alert episode: Alertmanager repeats keep it, a new occurrence moves it forward.
 	StartsAt    time.Time
 	Fingerprint string
@@ -93,7 +97,13 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 	}
 	action, ok := nodeview.ParseAction(actionLabel)
 	if !ok {
-		return skip("%s %q is not an action (perform-maintenance, drain)", LabelAction, actionLabel)
+		return skip("%s %q is not an action (perform-maintenance, drain, report-faulty-host)", LabelAction, actionLabel)
+	}
+	var behavior gke.FaultBehavior
+	if action == nodeview.ReportFaultyHost {
+		if behavior, ok = gke.ParseFaultBehavior(a.Labels[LabelFaultBehavior]); !ok {
+			return skip("%s %q is not a fault behavior (PERFORMANCE, SDC, XID, unspecified)", LabelFaultBehavior, a.Labels[LabelFaultBehavior])
+		}
 	}
 	node := a.Labels[LabelNode]
 	if node == "" {
@@ -107,6 +117,7 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 		Action:          action,
 		CanReschedule:   a.Labels[LabelCanReschedule] == "true",
 		HardwareFailure: gke.HardwareFailure(strings.Split(a.Labels[LabelReasons], ",")),
+		FaultBehavior:   behavior,
 		StartsAt:        a.StartsAt,
 		Fingerprint:     a.Fingerprint,
 	}

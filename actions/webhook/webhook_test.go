@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -240,6 +241,9 @@ func TestClassify(t *testing.T) {
 		{"unknown action", "firing", template.KV{"gke_disruption_action": "reboot", "node": "n1"}, false, Skipped, `"reboot" is not an action`},
 		{"no node", "firing", template.KV{"gke_disruption_action": "drain"}, false, Skipped, "no node label"},
 		{"node not a name", "firing", template.KV{"gke_disruption_action": "drain", "node": "../etc/passwd"}, false, Skipped, "not a node name"},
+		{"report-faulty-host", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1", "fault_behavior": "XID"}, true, Accepted, ""},
+		{"report-faulty-host unspecified", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1"}, true, Accepted, ""},
+		{"report-faulty-host unknown behavior", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1", "fault_behavior": "ECC"}, false, Skipped, `fault_behavior "ECC" is not a fault behavior`},
 		{"unknown status", "pending", template.KV{"gke_disruption_action": "drain", "node": "n1"}, false, Skipped, `"pending"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,6 +253,10 @@ func TestClassify(t *testing.T) {
 			}
 			if pass && (trigger.Node != "n1" || !trigger.StartsAt.Equal(startsAt) || trigger.Firing != (tc.status == "firing")) {
 				t.Errorf("trigger %+v", trigger)
+			}
+			if want := map[string]gke.FaultBehavior{"XID": gke.FaultXID, "": gke.FaultUnspecified}[tc.labels["fault_behavior"]]; pass &&
+				trigger.Action == nodeview.ReportFaultyHost && trigger.FaultBehavior != want {
+				t.Errorf("fault_behavior read as %q, want %q", trigger.FaultBehavior, want)
 			}
 			if pass && trigger.CanReschedule != (tc.labels["can_reschedule"] == "true") {
 				t.Errorf("can_reschedule read as %v", trigger.CanReschedule)
