@@ -6,6 +6,7 @@ package nodestate
 import (
 	"fmt"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -37,6 +38,9 @@ type Observation struct {
 	InMaintenance    bool
 	PerformRequested bool
 	Ready            bool
+	// FaultBehavior and ReportStatus are the fault-behavior label and GKE's report-and-replace-status.
+	FaultBehavior string
+	ReportStatus  gke.ReportStatus
 }
 
 // Observe takes the observation from a node's view.
@@ -46,6 +50,8 @@ func Observe(v *nodeview.View) Observation {
 		InMaintenance:    v.InMaintenance,
 		PerformRequested: v.PerformMaintenanceRequested,
 		Ready:            v.Ready,
+		FaultBehavior:    v.FaultBehavior,
+		ReportStatus:     v.ReportStatus,
 	}
 }
 
@@ -70,6 +76,12 @@ const (
 	// StepAbandon: the maintenance moved or vanished before GKE started it; end the work, lift our cordon and our
 	// perform-maintenance label.
 	StepAbandon Step = "abandon"
+	// StepReport: label fault-behavior: GKE reports the host as faulty.
+	StepReport Step = "report-host"
+	// StepNoteReportStatus: record (and event) GKE's new report-and-replace status.
+	StepNoteReportStatus Step = "note-report-status"
+	// StepFail: GKE's work failed; end the work as failed.
+	StepFail Step = "fail"
 )
 
 // Next is the lifecycle: the step the work recorded in r takes when the node shows o. drainFirst is the policy's
@@ -77,6 +89,9 @@ const (
 func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	if !r.Active() && !r.HoldsCordon() {
 		return StepNone, ""
+	}
+	if r.Action == nodeview.ReportFaultyHost {
+		return nextReport(r, o)
 	}
 	if o.InMaintenance {
 		switch {
@@ -125,6 +140,39 @@ func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	// node after the maintenance it started is ours to remove, not a reason to wait.
 	if r.MaintenanceSeen && o.Ready && (!o.PerformRequested || r.Phase == nodeview.MaintenanceRequested) {
 		return StepFinish, "GKE finished maintenance"
+	}
+	return StepNone, ""
+}
+
+// nextReport is the lifecycle of a faulty-host report. It needs no maintenance and holds no cordon (GKE taints and
+// evicts):
+//
+//	accepted ──label fault-behavior──► host-reported ──status changes (noted, evented)──► … ──OperationDone──► done
+//	   │                                     ├──Error──► failed
+//	   │                                     └──label removed with no status from GKE──► done (abandoned)
+//	   └──a report already under way (another hand's label, GKE busy)──► done (yielded)
+//
+// A status left final by an earlier report is cleared when the label is set (StepReport), so every status seen
+// afterwards is this report's.
+func nextReport(r nodeview.Record, o Observation) (Step, string) {
+	switch r.Phase {
+	case nodeview.Accepted:
+		if o.FaultBehavior != "" || (o.ReportStatus != "" && !o.ReportStatus.Final()) {
+			return StepYield, fmt.Sprintf("a report of the host is already under way (%s=%q, %s=%q); not reported again",
+				gke.LabelFaultBehavior, o.FaultBehavior, gke.LabelReportAndReplaceStatus, o.ReportStatus)
+		}
+		return StepReport, ""
+	case nodeview.HostReported:
+		switch s := o.ReportStatus; {
+		case s == gke.ReportOperationDone:
+			return StepFinish, "GKE reported the host and replaced it (" + string(s) + ")"
+		case s == gke.ReportError:
+			return StepFail, "GKE could not report the host (" + string(s) + "); re-apply the report to retry a transient error"
+		case s == "" && o.FaultBehavior == "":
+			return StepAbandon, gke.LabelFaultBehavior + " was removed before GKE reported progress"
+		case s != "" && string(s) != r.ReportStatus:
+			return StepNoteReportStatus, "GKE report-and-replace status " + string(s)
+		}
 	}
 	return StepNone, ""
 }

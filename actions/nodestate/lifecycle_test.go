@@ -2,9 +2,11 @@ package nodestate
 
 import (
 	"fmt"
-	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"strings"
 	"testing"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 var (
@@ -243,4 +245,42 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestNextReport(t *testing.T) {
+	rec := func(p nodeview.Phase, status string) nodeview.Record {
+		return nodeview.Record{Action: nodeview.ReportFaultyHost, Phase: p, Incident: "incident/x", ReportStatus: status}
+	}
+	labelled := func(status gke.ReportStatus) Observation {
+		return Observation{FaultBehavior: "XID", ReportStatus: status, Ready: true}
+	}
+	for _, tc := range []struct {
+		name string
+		r    nodeview.Record
+		o    Observation
+		want Step
+	}{
+		{"accepted: report", rec(nodeview.Accepted, ""), Observation{Ready: true}, StepReport},
+		{"accepted, a final status left from before: report", rec(nodeview.Accepted, ""), Observation{ReportStatus: gke.ReportOperationDone}, StepReport},
+		{"accepted, label set by another hand: yield", rec(nodeview.Accepted, ""), labelled(""), StepYield},
+		{"accepted, GKE busy: yield", rec(nodeview.Accepted, ""), Observation{ReportStatus: gke.ReportOperationRunning}, StepYield},
+		{"accepted needs no maintenance and ignores GKE maintenance", rec(nodeview.Accepted, ""), Observation{InMaintenance: true}, StepReport},
+		{"reported, GKE silent yet", rec(nodeview.HostReported, ""), labelled(""), StepNone},
+		{"reported, pods evicted", rec(nodeview.HostReported, ""), labelled(gke.ReportPodsEvicted), StepNoteReportStatus},
+		{"reported, pods evicted noted", rec(nodeview.HostReported, "PodsEvicted"), labelled(gke.ReportPodsEvicted), StepNone},
+		{"reported, operation running", rec(nodeview.HostReported, "PodsEvicted"), labelled(gke.ReportOperationRunning), StepNoteReportStatus},
+		{"reported, operation done", rec(nodeview.HostReported, "OperationRUNNING"), labelled(gke.ReportOperationDone), StepFinish},
+		{"reported, done and label removed", rec(nodeview.HostReported, "OperationRUNNING"), Observation{ReportStatus: gke.ReportOperationDone}, StepFinish},
+		{"reported, error and label removed", rec(nodeview.HostReported, "PodsEvicted"), Observation{ReportStatus: gke.ReportError}, StepFail},
+		{"reported, label removed by hand", rec(nodeview.HostReported, ""), Observation{Ready: true}, StepAbandon},
+		{"reported, under GKE maintenance", rec(nodeview.HostReported, "OperationRUNNING"), Observation{FaultBehavior: "XID", ReportStatus: gke.ReportOperationRunning, InMaintenance: true}, StepNone},
+		{"done is final", rec(nodeview.Done, "OperationDone"), Observation{ReportStatus: gke.ReportOperationDone}, StepNone},
+		{"failed is final", rec(nodeview.Failed, "Error"), Observation{ReportStatus: gke.ReportError}, StepNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, why := Next(tc.r, tc.o, true); got != tc.want {
+				t.Errorf("Next = %s (%q), want %s", got, why, tc.want)
+			}
+		})
+	}
 }

@@ -66,7 +66,7 @@ func RequestFor(action nodeview.Action, alertCanReschedule, alertHardwareFailure
 	return Request{
 		Action:          action,
 		CanReschedule:   alertCanReschedule || m.Reschedulable(),
-		HardwareFailure: alertHardwareFailure || gke.HardwareFailure(m.Reasons),
+		HardwareFailure: alertHardwareFailure || gke.HardwareFailure(m.Reasons) || action == nodeview.ReportFaultyHost,
 	}
 }
 
@@ -269,6 +269,20 @@ func decide(cfg *config.Config, in Input) Decision {
 			return refuse("maintenance %s is more than drain.horizon (%s) away: the node would stay cordoned until then; the alert acts when it is received again within the horizon",
 				m.Key(), horizon)
 		}
+	case nodeview.ReportFaultyHost:
+		// No maintenance need be pending: the report is how a failing host gets one.
+		if !gke.FaultReportSupported(node.MachineType) {
+			return refuse("machine type %q cannot have its host reported as faulty through GKE (A4X Max, A4X, A4, A3 Ultra, A3 Mega and A3 High with 8 GPUs can)",
+				node.MachineType)
+		}
+		if node.FaultBehavior != "" {
+			return refuse("the host is already reported as faulty (%s=%s); GKE rejects another report until that one completes",
+				gke.LabelFaultBehavior, node.FaultBehavior)
+		}
+		if node.HostReported() {
+			return refuse("GKE's report of the host is in progress (%s=%s); GKE rejects another report until it completes",
+				gke.LabelReportAndReplaceStatus, node.ReportStatus)
+		}
 	default:
 		return refuse("unknown action %q", in.Request.Action)
 	}
@@ -287,7 +301,9 @@ func decide(cfg *config.Config, in Input) Decision {
 		members = []*nodeview.View{node}
 	}
 	for _, n := range members {
-		if owner := n.HeldBy; owner != "" {
+		// A report cordons and drains nothing of ours (GKE evicts), so another hand's hold is no conflict: a node
+		// quarantined for its faults is the very node to report.
+		if owner := n.HeldBy; owner != "" && in.Request.Action != nodeview.ReportFaultyHost {
 			return wait(WaitOtherOwner, "node %s is held by %s (cordoned or being drained by another hand); this service waits and never drains or uncordons it", n.Name, owner)
 		}
 	}
@@ -298,6 +314,9 @@ func decide(cfg *config.Config, in Input) Decision {
 	repair := p.Repair
 	if !in.Request.HardwareFailure {
 		repair = nil
+	} else if repair == nil && in.Request.Action == nodeview.ReportFaultyHost {
+		// A report always replaces a host: without repair settings, the default repair budget, any time.
+		repair = &config.Repair{MaxConcurrent: config.DefaultRepairMaxConcurrent}
 	}
 	windows := cfg.Windows
 	if repair != nil {
@@ -348,7 +367,7 @@ func decide(cfg *config.Config, in Input) Decision {
 		units[u] = true
 		if u != own && disrupted(n) {
 			down[u] = true
-			if n.HardwareFailureAnnounced() {
+			if n.UnderRepair() {
 				repairing[u] = true
 			}
 		}

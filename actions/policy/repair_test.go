@@ -149,3 +149,95 @@ func TestDecideRepair(t *testing.T) {
 		})
 	}
 }
+
+func TestDecideReportFaultyHost(t *testing.T) {
+	cfg := mustParse(t, repairPolicy)
+	a4 := func(n *corev1.Node) { n.Labels[gke.LabelInstanceType] = "a4-highgpu-8g" }
+	label := func(key, value string) nodeOpt { return func(n *corev1.Node) { n.Labels[key] = value } }
+	reported := both(a4, label(gke.LabelFaultBehavior, "XID"))
+	inProgress := both(a4, label(gke.LabelReportAndReplaceStatus, "OperationRUNNING"))
+	report := Request{Action: nodeview.ReportFaultyHost, HardwareFailure: true}
+	for _, tc := range []struct {
+		name    string
+		node    string
+		cluster []*corev1.Node
+		want    Verdict
+		reason  string
+		code    string
+	}{
+		{
+			name: "supported machine type, no maintenance pending, outside the top-level windows",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, a4),
+			want: Act, reason: "repair of failed hardware",
+		},
+		{
+			name: "unsupported machine type",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, label(gke.LabelInstanceType, "a3-highgpu-4g")),
+			want: Refuse, reason: `machine type "a3-highgpu-4g" cannot have its host reported`,
+		},
+		{
+			name: "no machine type label",
+			node: "a4-0", cluster: fleet("a4", "a4", 5),
+			want: Refuse, reason: `machine type "" cannot`,
+		},
+		{
+			name: "fault-behavior already set by someone",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, reported),
+			want: Refuse, reason: "already reported as faulty (cloud.google.com/fault-behavior=XID)",
+		},
+		{
+			name: "GKE's report in progress",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, inProgress),
+			want: Refuse, reason: "in progress (cloud.google.com/report-and-replace-status=OperationRUNNING)",
+		},
+		{
+			name: "a finished report is no obstacle to a new one",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, both(a4, label(gke.LabelReportAndReplaceStatus, "OperationDone"))),
+			want: Act, reason: "1 of 5 nodes under repair",
+		},
+		{
+			name: "counts against repair.maxConcurrent with other reports",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, a4, reported, inProgress),
+			want: Wait, code: WaitPoolBudget, reason: "2 nodes under repair, repair.maxConcurrent 2",
+		},
+		{
+			name: "pool without repair: the default repair budget, any time",
+			node: "p-0", cluster: fleet("p", "a4-plain", 3, a4),
+			want: Act, reason: "repair.maxConcurrent 1",
+		},
+		{
+			name: "pool without repair: a second report waits",
+			node: "p-0", cluster: fleet("p", "a4-plain", 3, a4, reported),
+			want: Wait, code: WaitPoolBudget, reason: "1 nodes under repair, repair.maxConcurrent 1",
+		},
+		{
+			name: "parallel pool: only the reported node, under the repair budget",
+			node: "c-0", cluster: fleet("c", "a4-coupled", 4, a4),
+			want: Act, reason: "1 of 4 nodes under repair",
+		},
+		{
+			name: "GKE maintenance under way",
+			node: "a4-0", cluster: fleet("a4", "a4", 5, both(a4, maintenance)),
+			want: Refuse, reason: "GKE maintenance is already under way",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := views(tc.cluster)
+			var node *nodeview.View
+			for _, v := range all {
+				if v.Name == tc.node {
+					node = v
+				}
+			}
+			pool, cluster := Survey(cfg, node, all, (*nodeview.View).Disrupted)
+			d := Decide(cfg, Input{Request: report, Node: node, Members: []*nodeview.View{node}, Pool: pool,
+				Cluster: cluster, Now: saturday3am})
+			if d.Verdict != tc.want || !strings.Contains(d.Reason, tc.reason) || d.Code != tc.code {
+				t.Errorf("got %s %q (code %q), want %s containing %q (code %q)", d.Verdict, d.Reason, d.Code, tc.want, tc.reason, tc.code)
+			}
+		})
+	}
+	if req := RequestFor(nodeview.ReportFaultyHost, false, false, nodeview.Maintenance{}); !req.HardwareFailure {
+		t.Error("a faulty-host report is not a repair")
+	}
+}
