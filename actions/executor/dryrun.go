@@ -10,6 +10,9 @@ import (
 type simulatedClaim struct {
 	action      nodeview.Action
 	maintenance string
+	// incident is the incident a faulty-host report would have served; such a claim holds until the node goes away
+	// or leadership changes, as the report would until GKE finished.
+	incident string
 }
 
 // simulate records dry-run claims for nodes.
@@ -27,7 +30,7 @@ func (e *Executor) simulatedServes(node *nodeview.View) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c, ok := e.simulated[node.Name]
-	if !ok {
+	if !ok || c.action == nodeview.ReportFaultyHost {
 		return false
 	}
 	if node.InMaintenance || node.Maintenance.Serves(c.maintenance) {
@@ -45,5 +48,19 @@ func (e *Executor) disrupted(node *nodeview.View) bool {
 	if !e.dryRun() {
 		return false
 	}
-	return e.simulatedServes(node)
+	return e.simulatedServes(node) || e.simulatedIncident(node.Name) != ""
+}
+
+// simulateReport records the faulty-host report a dry run would have made.
+func (e *Executor) simulateReport(node, incident string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.simulated[node] = simulatedClaim{action: nodeview.ReportFaultyHost, incident: incident}
+}
+
+// simulatedIncident is the incident of the node's dry-run faulty-host report, or "".
+func (e *Executor) simulatedIncident(node string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.simulated[node].incident
 }

@@ -20,7 +20,7 @@ const (
 )
 
 // actionNames are every action the metrics are pre-set for.
-var actionNames = []nodeview.Action{nodeview.PerformMaintenance, nodeview.Drain, nodeview.OpportunisticMaintenance}
+var actionNames = []nodeview.Action{nodeview.PerformMaintenance, nodeview.Drain, nodeview.OpportunisticMaintenance, nodeview.ReportFaultyHost}
 
 type metrics struct {
 	actions  *prometheus.CounterVec

@@ -169,7 +169,16 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Re
 	case nodestate.StepYield, nodestate.StepAbandon:
 		return e.abandon(ctx, node, rec, obs, why)
 	case nodestate.StepFinish:
+		if rec.Action == nodeview.ReportFaultyHost {
+			return e.endReport(ctx, node, rec, nodeview.Done, why)
+		}
 		return e.finish(ctx, node, rec, why)
+	case nodestate.StepReport:
+		return e.reportHost(ctx, node, rec)
+	case nodestate.StepNoteReportStatus:
+		return e.noteReportStatus(ctx, node, why)
+	case nodestate.StepFail:
+		return e.endReport(ctx, node, rec, nodeview.Failed, why)
 	}
 	return fmt.Errorf("unknown lifecycle step %q", step)
 }
@@ -191,23 +200,36 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dropping alert: it was not received again", "ttl", pendingTTL)
 		return 0, nil
 	}
-	if nodestate.Serves(rec, m) || (e.dryRun() && e.simulatedServes(node)) {
-		// A repeat: work for this maintenance exists, in progress or finished, whatever the alert's startsAt.
-		e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
-		return 0, nil
-	}
-	if rec.Active() {
-		return 0, nil // work for another maintenance ends first (nodestate.Next)
-	}
-	if start, ok := nodeview.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
-		// Not a refusal of the new maintenance: the alert has not spoken about it yet.
-		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = "", "" })
-		if e.noteOnce(e.waited, node.Name, m.Key()+"|moved") {
-			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
-				t.Action, a.maintenance, m.Key())
-			log.Info("alert is for a maintenance that moved later; waiting for it to be received again", "alert_maintenance", a.maintenance)
+	// key identifies what the work serves: the maintenance, or for a faulty-host report the incident.
+	key, report := m.Key(), t.Action == nodeview.ReportFaultyHost
+	if report {
+		key = nodeview.IncidentKey(t.StartsAt)
+		if done, why := e.reported(rec, node.Name, key, t); done {
+			if why != "" {
+				e.dropAlert(node.Name, t)
+				e.refuse(node, key, t.Action, why)
+			}
+			return 0, nil
 		}
-		return 0, nil
+	} else {
+		if nodestate.Serves(rec, m) || (e.dryRun() && e.simulatedServes(node)) {
+			// A repeat: work for this maintenance exists, in progress or finished, whatever the alert's startsAt.
+			e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
+			return 0, nil
+		}
+		if rec.Active() {
+			return 0, nil // work for another maintenance ends first (nodestate.Next)
+		}
+		if start, ok := nodeview.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
+			// Not a refusal of the new maintenance: the alert has not spoken about it yet.
+			e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = "", "" })
+			if e.noteOnce(e.waited, node.Name, m.Key()+"|moved") {
+				e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
+					t.Action, a.maintenance, m.Key())
+				log.Info("alert is for a maintenance that moved later; waiting for it to be received again", "alert_maintenance", a.maintenance)
+			}
+			return 0, nil
+		}
 	}
 
 	cfg := e.config()
@@ -217,19 +239,22 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
 	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure, m)
-	members := e.members(node, req, policy.Scope(cfg, node, pool, all))
+	members := []*nodeview.View{node} // a report is about one host
+	if !report {
+		members = e.members(node, req, policy.Scope(cfg, node, pool, all))
+	}
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
 		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
-	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
+	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = key, "", "" })
 	switch d.Verdict {
 	case policy.Refuse:
 		e.dropAlert(node.Name, t)
-		e.refuse(node, m.Key(), t.Action, d.Reason)
+		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:
 		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = d.Pool, d.Code })
-		if e.noteOnce(e.waited, node.Name, m.Key()+"|"+d.Code) {
+		if e.noteOnce(e.waited, node.Name, key+"|"+d.Code) {
 			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
@@ -246,7 +271,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		return e.opts.PendingTTL, nil
 	}
 	if e.dryRun() {
-		e.simulate(t.Action, members)
+		if report {
+			e.simulateReport(node.Name, key)
+		} else {
+			e.simulate(t.Action, members)
+		}
 		for _, n := range members {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultDryRun).Inc()
 			e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonDryRun, "dry run: would %s: %s", t.Action, d.Reason)
@@ -254,7 +283,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dry run: would act")
 		return 0, nil
 	}
-	if err := e.claimGroup(ctx, t.Action, members, d.Reason, false); err != nil {
+	if report {
+		if err := e.claimReport(ctx, node, t.FaultBehavior, key, d.Reason); err != nil {
+			return 0, err
+		}
+	} else if err := e.claimGroup(ctx, t.Action, members, d.Reason, false); err != nil {
 		return 0, err
 	}
 	log.Info("action accepted")
@@ -353,21 +386,7 @@ var errNotClaimable = errors.New("it may no longer be claimed")
 // claim records the claim on a node with a conditional patch. A node that changed since it was read (a cached group
 // member) is read again and claimed only if it still may be.
 func (e *Executor) claim(ctx context.Context, node *nodeview.View, action nodeview.Action, group string, opportunistic bool) (*corev1.Node, error) {
-	annotations := map[string]any{
-		nodeview.AnnotationAction:          string(action),
-		nodeview.AnnotationState:           string(nodeview.Accepted),
-		nodeview.AnnotationClaimedBy:       e.opts.Identity,
-		nodeview.AnnotationOwner:           e.opts.Owner,
-		nodeview.AnnotationAcceptedAt:      nodeview.FormatTime(time.Now()),
-		nodeview.AnnotationMaintenance:     node.Maintenance.Key(),
-		nodeview.AnnotationGroup:           nil,
-		nodeview.AnnotationReason:          nil,
-		nodeview.AnnotationDrainStartedAt:  nil,
-		nodeview.AnnotationMaintenanceSeen: nil,
-		nodeview.AnnotationFinishedAt:      nil,
-		nodeview.AnnotationRequestedAt:     nil,
-		nodeview.AnnotationOpportunistic:   nil,
-	}
+	annotations := e.claimAnnotations(action, node.Maintenance.Key())
 	if group != "" {
 		annotations[nodeview.AnnotationGroup] = group
 	}
@@ -392,6 +411,28 @@ func (e *Executor) claim(ctx context.Context, node *nodeview.View, action nodevi
 	}
 	annotations[nodeview.AnnotationMaintenance] = freshView.Maintenance.Key()
 	return e.patchNode(ctx, node.Name, nodePatch{resourceVersion: fresh.ResourceVersion, annotations: annotations})
+}
+
+// claimAnnotations are the annotations of a fresh claim for action on work keyed on maintenance: the record of any
+// earlier work is cleared, except the incident last reported (AnnotationIncident), which outlives other work.
+func (e *Executor) claimAnnotations(action nodeview.Action, maintenance string) map[string]any {
+	return map[string]any{
+		nodeview.AnnotationAction:          string(action),
+		nodeview.AnnotationState:           string(nodeview.Accepted),
+		nodeview.AnnotationClaimedBy:       e.opts.Identity,
+		nodeview.AnnotationOwner:           e.opts.Owner,
+		nodeview.AnnotationAcceptedAt:      nodeview.FormatTime(time.Now()),
+		nodeview.AnnotationMaintenance:     maintenance,
+		nodeview.AnnotationGroup:           nil,
+		nodeview.AnnotationReason:          nil,
+		nodeview.AnnotationDrainStartedAt:  nil,
+		nodeview.AnnotationMaintenanceSeen: nil,
+		nodeview.AnnotationFinishedAt:      nil,
+		nodeview.AnnotationRequestedAt:     nil,
+		nodeview.AnnotationOpportunistic:   nil,
+		nodeview.AnnotationFaultBehavior:   nil,
+		nodeview.AnnotationReportStatus:    nil,
+	}
 }
 
 // completeGroup claims the members of node's group that are not claimed yet (the replica that claimed the group
@@ -573,7 +614,7 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodeview.
 		return fmt.Errorf("ending work: %w", err)
 	}
 	e.stopDrain(node.Name, "") // after the patch: abandon may run inside the drain it stops
-	if rec.Phase == nodeview.Accepted || rec.Phase == nodeview.Draining {
+	if rec.Phase == nodeview.Accepted || rec.Phase == nodeview.Draining || rec.Phase == nodeview.HostReported {
 		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
 	}
 	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAbandoned, "%s: %s", rec.Action, msg)

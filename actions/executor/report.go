@@ -1,0 +1,132 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
+)
+
+// Event reasons of faulty-host reports.
+const (
+	reasonHostReported = "DisruptionHostReported"
+	reasonReportStatus = "DisruptionReportStatus"
+	reasonHostReplaced = "DisruptionHostReplaced"
+)
+
+// reported tells whether a faulty-host report for incident must not be decided now: the incident is reported
+// already (or would have been, in a dry run), or other work on the node ends first. A non-empty why refuses it.
+func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhook.Trigger) (bool, string) {
+	simulated := e.dryRun() && e.simulatedIncident(name) != ""
+	switch {
+	case rec.Incident == incident || (simulated && e.simulatedIncident(name) == incident):
+		// A repeat (of the alert, after a restart or under a new leader): the incident has its report.
+		e.updateAlert(name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = incident, "", "" })
+		return true, ""
+	case rec.Active() || simulated:
+		return true, ""
+	case rec.Action == nodeview.ReportFaultyHost && gke.ReportStatus(rec.ReportStatus) == gke.ReportOperationDone &&
+		t.StartsAt.Before(rec.FinishedAt):
+		return true, fmt.Sprintf("the incident began at %s, before GKE finished replacing the host at %s: it was the replaced host's",
+			t.StartsAt.UTC().Format(time.RFC3339), rec.FinishedAt.UTC().Format(time.RFC3339))
+	}
+	return false, ""
+}
+
+// claimReport claims the node for a faulty-host report of incident. The claim is conditional on the node as read;
+// if it changed, the alert is decided again on the node as it is. Caller holds decideMu.
+func (e *Executor) claimReport(ctx context.Context, node *nodeview.View, behavior gke.FaultBehavior, incident, why string) error {
+	annotations := e.claimAnnotations(nodeview.ReportFaultyHost, "")
+	annotations[nodeview.AnnotationMaintenance] = nil
+	annotations[nodeview.AnnotationIncident] = incident
+	annotations[nodeview.AnnotationFaultBehavior] = string(behavior)
+	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
+	if err != nil {
+		return fmt.Errorf("claiming node: %w", err)
+	}
+	e.served(node.Name)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s (%s): %s", nodeview.ReportFaultyHost, behavior, why)
+	if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
+		e.logger.Warn("the next decision may not count this claim", "err", err)
+	}
+	e.enqueue(node.Name)
+	return nil
+}
+
+// reportHost labels fault-behavior: GKE evicts the pods, reports the host and replaces it. A final status left by an
+// earlier report is cleared with it, so every status seen afterwards is this report's.
+func (e *Executor) reportHost(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
+	behavior, ok := gke.ParseFaultBehavior(rec.FaultBehavior)
+	if !ok {
+		behavior = gke.FaultUnspecified
+	}
+	labels := map[string]any{gke.LabelFaultBehavior: string(behavior)}
+	if _, stale := node.Labels[gke.LabelReportAndReplaceStatus]; stale {
+		labels[gke.LabelReportAndReplaceStatus] = nil
+		labels[gke.LabelReportAndReplaceOperation] = nil
+	}
+	_, err := e.patchNode(ctx, node.Name, nodePatch{
+		resourceVersion: node.ResourceVersion,
+		labels:          labels,
+		annotations: map[string]any{nodeview.AnnotationState: string(nodeview.HostReported),
+			nodeview.AnnotationRequestedAt: nodeview.FormatTime(time.Now())},
+	})
+	if err != nil {
+		return fmt.Errorf("reporting the host: %w", err)
+	}
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonHostReported,
+		"set %s=%s: GKE evicts the pods, reports the host as faulty and replaces it", gke.LabelFaultBehavior, behavior)
+	e.logger.Info("host reported as faulty", "node", node.Name, "fault_behavior", behavior, "incident", rec.Incident)
+	return nil
+}
+
+// noteReportStatus records GKE's new report-and-replace status, with an Event once per status.
+func (e *Executor) noteReportStatus(ctx context.Context, node *corev1.Node, why string) error {
+	v := nodeview.Of(node)
+	if _, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion,
+		annotations: map[string]any{nodeview.AnnotationReportStatus: string(v.ReportStatus)}}); err != nil {
+		return fmt.Errorf("recording the report status: %w", err)
+	}
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonReportStatus, "%s%s", why, operation(v))
+	e.logger.Info("report status", "node", node.Name, "status", v.ReportStatus, "operation", v.ReportOperation)
+	return nil
+}
+
+// endReport ends a report once GKE's status is final: done (the host replaced, succeeded) or failed (Error, with a
+// Warning Event).
+func (e *Executor) endReport(ctx context.Context, node *corev1.Node, rec nodeview.Record, phase nodeview.Phase, why string) error {
+	v := nodeview.Of(node)
+	why += operation(v)
+	if _, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+		nodeview.AnnotationState:        string(phase),
+		nodeview.AnnotationFinishedAt:   nodeview.FormatTime(time.Now()),
+		nodeview.AnnotationReportStatus: string(v.ReportStatus),
+		nodeview.AnnotationReason:       why,
+	}}); err != nil {
+		return fmt.Errorf("ending the report: %w", err)
+	}
+	if phase == nodeview.Failed {
+		e.metrics.actions.WithLabelValues(string(rec.Action), resultFailed).Inc()
+		e.observeDuration(rec)
+		e.event(node.Name, node.UID, corev1.EventTypeWarning, reasonActionFailed, "%s failed: %s", rec.Action, why)
+		e.logger.Error("action failed", "node", node.Name, "action", rec.Action, "reason", why)
+		return nil
+	}
+	e.succeeded(rec)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonHostReplaced, "%s", why)
+	e.logger.Info("host replaced", "node", node.Name, "operation", v.ReportOperation)
+	return nil
+}
+
+// operation names GKE's Compute Engine operation in messages, when the node shows it.
+func operation(v *nodeview.View) string {
+	if v.ReportOperation == "" {
+		return ""
+	}
+	return "; operation " + v.ReportOperation
+}
