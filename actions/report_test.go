@@ -48,7 +48,7 @@ func (c *cluster) setReportStatus(name string, status gke.ReportStatus) {
 	c.updateNode(name, "GKE report status "+string(status), func(n *corev1.Node) {
 		n.Labels[gke.LabelReportAndReplaceStatus] = string(status)
 		n.Labels[gke.LabelReportAndReplaceOperation] = "operation-1700000000000-abc"
-		if status.Final() {
+		if gke.ParseReportStatus(string(status)).Final() {
 			delete(n.Labels, gke.LabelFaultBehavior)
 		}
 	})
