@@ -36,7 +36,7 @@ var gkeSeries = []string{
 	"gke_node_upcoming_maintenance_info", "gke_node_upcoming_maintenance_window_start_timestamp_seconds",
 	"gke_node_upcoming_maintenance_window_end_timestamp_seconds",
 	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds", "gke_node_maintenance_window_started",
-	"gke_node_tpu_slice_hosts", "gke_disruption_node_label_parse_errors_total",
+	"gke_node_tpu_slice_hosts", "gke_node_report_and_replace_status", "gke_disruption_node_label_parse_errors_total",
 }
 
 // exporter runs the node collector behind the real /metrics handler.
@@ -161,7 +161,13 @@ func gkeNodes() []*v1.Node {
 	})
 	cordoned.Spec.Unschedulable = true
 	cordoned.Annotations = map[string]string{gke.AnnotationUpcomingMaintenance: `{"type":"SCHEDULED",`}
-	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned}
+	// Its host reported as faulty; GKE's error spelled as the page also writes it.
+	reported := node("gke-train-a4-0", map[string]string{
+		gke.LabelNodePool: "a4-train", gke.LabelZone: "us-central1-b", gke.LabelInstanceType: "a4-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-b200", gke.LabelReportAndReplaceStatus: "ERROR",
+		gke.LabelReportAndReplaceOperation: "operation-1700000000000-abc",
+	})
+	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned, reported}
 }
 
 func TestGoldenSeries(t *testing.T) {

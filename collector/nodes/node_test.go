@@ -108,6 +108,16 @@ func TestRender(t *testing.T) {
 			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\n",
 		},
 		{
+			name: "report-and-replace status in its documented spelling",
+			node: node("n1", map[string]string{gke.LabelReportAndReplaceStatus: "OperationRUNNING", gke.LabelFaultBehavior: "XID"}),
+			want: "gke_node_report_and_replace_status{node=\"n1\",status=\"OperationRUNNING\"} 1\n",
+		},
+		{
+			name: "report-and-replace status ERROR read as Error",
+			node: node("n1", map[string]string{gke.LabelReportAndReplaceStatus: "ERROR"}),
+			want: "gke_node_report_and_replace_status{node=\"n1\",status=\"Error\"} 1\n",
+		},
+		{
 			name: "perform-maintenance false is no request",
 			node: node("n1", map[string]string{gke.LabelPerformMaintenance: "false"}),
 		},

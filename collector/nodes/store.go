@@ -25,6 +25,7 @@ const (
 	familyMaintenanceWindowStarted
 	familyImpendingTermination
 	familyPerformMaintenanceRequested
+	familyReportAndReplaceStatus
 	familyUnschedulable
 	familyOpportunisticTriggered
 	familyOpportunisticDisabled
@@ -53,6 +54,8 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "The node has the cloud.google.com/impending-node-termination taint."},
 	familyPerformMaintenanceRequested: {Name: "gke_node_perform_maintenance_requested", Type: "gauge",
 		Help: "Maintenance was requested early with the label cloud.google.com/perform-maintenance=true."},
+	familyReportAndReplaceStatus: {Name: "gke_node_report_and_replace_status", Type: "gauge",
+		Help: "GKE's progress on reporting the node's host as faulty, from the label cloud.google.com/report-and-replace-status (PodsEvicted, OperationRUNNING, OperationDone, Error); absent when none."},
 	familyUnschedulable: {Name: "gke_node_unschedulable", Type: "gauge",
 		Help: "The node is cordoned (spec.unschedulable)."},
 	familyOpportunisticTriggered: {Name: "gke_node_opportunistic_maintenance_triggered", Type: "gauge",
@@ -137,6 +140,10 @@ func render(v *nodeview.View) *record {
 		b = collector.AppendSample(b, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
 	}
 	end(familyPerformMaintenanceRequested)
+	if v.ReportStatus != "" {
+		b = collector.AppendSample(b, families[familyReportAndReplaceStatus].Name, 1, "node", name, "status", utf8Value(string(v.ReportStatus)))
+	}
+	end(familyReportAndReplaceStatus)
 	if v.Unschedulable {
 		b = collector.AppendSample(b, families[familyUnschedulable].Name, 1, "node", name)
 	}
