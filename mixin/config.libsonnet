@@ -129,6 +129,8 @@
       GKENodeTerminationImminent: { severity: 'warning', 'for': '0s' },
       // Fires within minutes of the announcement: the node is broken already.
       GKENodeHardwareFailureMaintenance: { severity: 'critical', 'for': '2m' },
+      // GKE's Error is final for the report: no hold time.
+      GKENodeReportFaultyHostFailed: { severity: 'warning', 'for': '0s' },
       GKEHostRepeatedFailures: { severity: 'warning', 'for': '0s' },
       GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
       GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },

@@ -25,6 +25,7 @@ var producedMetrics = []string{
 	"gke_node_upcoming_maintenance_window_end_timestamp_seconds",
 	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds",
 	"gke_node_tpu_slice_hosts",
+	"gke_node_report_and_replace_status",
 	// node command, from the metadata server
 	"gce_instance_maintenance_event",
 	"gce_instance_preempted",

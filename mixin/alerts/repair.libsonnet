@@ -65,6 +65,24 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
               description: 'GKE announced a maintenance of %s%s for failed hardware (reasons {{ $labels.reasons }}), booked for {{ $value | humanizeTimestamp }}. The node is of little use until the host is repaired; {{ if eq $labels.gke_disruption_action "perform-maintenance" }}the actions service drains it and asks GKE to start the repair now (perform-maintenance){{ else }}the repair cannot be started early: the actions service drains the node{{ end }} as the pool\'s repair settings allow.' % [nodeRef, on],
             },
           }),
+          alert('GKENodeReportFaultyHostFailed', {
+            // GKE's Error, held through scrape gaps, until the status moves on (a retry) or the label is gone.
+            expr: promql.withNodeInfo(c, |||
+              group by (%(by)s) (
+                %(failed)s
+                unless on (%(by)s)
+                gke_node_report_and_replace_status{%(selector)s, status!="Error"}
+              )
+            ||| % {
+              by: byNode,
+              failed: promql.bridged(c, 'gke_node_report_and_replace_status{%s, status="Error"}' % c.clusterExporterSelector),
+              selector: c.clusterExporterSelector,
+            }),
+            annotations: {
+              summary: "GKE could not report a node's host as faulty.",
+              description: 'GKE could not report the host of %s%s as faulty (cloud.google.com/report-and-replace-status=Error): it cleared its taints and removed the cloud.google.com/fault-behavior label, so the node takes pods again on the host that was reported. Retry a transient error by reporting the host again.' % [nodeRef, on],
+            },
+          }),
         ],
       },
     ],
