@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
+	promconfig "github.com/prometheus/common/config"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -27,6 +29,7 @@ func TestReportFaultyHost(t *testing.T) {
 	t.Run("ErrorSurfaced", func(t *testing.T) { testReportError(t, api) })
 	t.Run("SecondReportWaitsForRepairBudget", func(t *testing.T) { testReportWaitsForBudget(t, api) })
 	t.Run("DryRunWritesNothing", func(t *testing.T) { testReportDryRun(t, api) })
+	t.Run("RequestedByCLI", func(t *testing.T) { testReportByCLI(t, api) })
 }
 
 func a4Node(pool string) map[string]string {
@@ -303,4 +306,39 @@ func testReportDryRun(t *testing.T, api *testenv.APIServer) {
 	if after := c.get(node); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("dry run changed the node: %v %v", after.Labels, after.Annotations)
 	}
+}
+
+// testReportByCLI: report-faulty's request goes through the webhook like an alert, authenticated by the web
+// config, and is decided by the same policy and record.
+func testReportByCLI(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-cli")
+	node := unique("a4")
+	c.node(node, a4Node(pool))
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{webConfig: webConfigFile(t)})
+	r.waitLeading()
+	request := func(user, pass string, at time.Time) (string, error) {
+		client, err := promconfig.NewClientFromConfig(promconfig.HTTPClientConfig{
+			BasicAuth: &promconfig.BasicAuth{Username: user, Password: promconfig.Secret(pass)}}, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		err = cli.ReportFaulty(context.Background(), &out, cli.ReportOptions{Node: node, Behavior: gke.FaultPerformance,
+			ActionsURL: r.url, Client: client, Timeout: waitLong, Now: at})
+		return out.String(), err
+	}
+	if _, err := request("prometheus", "prometheus-secret", time.Now()); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a user not in --webhook.users: %v", err)
+	}
+	out, err := request("alertmanager", "alertmanager-secret", time.Now())
+	if err != nil || !strings.Contains(out, "requested") {
+		t.Fatalf("report-faulty: %v, %q", err, out)
+	}
+	c.waitNode(node, "host reported by request", hostReported("PERFORMANCE"))
+	// Asked again while GKE works: a new request, refused since GKE rejects a second report meanwhile.
+	if _, err := request("alertmanager", "alertmanager-secret", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c.waitEvent(node, "DisruptionActionRefused: refused report-faulty-host: the host is already reported as faulty")
 }

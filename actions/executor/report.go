@@ -28,6 +28,9 @@ func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhoo
 		// A repeat (of the alert, after a restart or under a new leader): the incident has its report.
 		e.updateAlert(name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = incident, "", "" })
 		return true, ""
+	case rec.Active() && rec.Action == nodeview.ReportFaultyHost:
+		return true, fmt.Sprintf("the host is already reported as faulty (%s) and the report is in progress; GKE rejects another report until it completes",
+			rec.Incident)
 	case rec.Active() || simulated:
 		return true, ""
 	case rec.Action == nodeview.ReportFaultyHost && gke.ReportStatus(rec.ReportStatus) == gke.ReportOperationDone &&

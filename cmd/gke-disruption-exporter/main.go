@@ -34,13 +34,14 @@ func main() {
 	flag.AddFlags(app, logConfig)
 
 	commands := map[string]runFunc{
-		"cluster":    clusterCommand(app),
-		"node":       nodeCommand(app),
-		"actions":    actionsCommand(app),
-		"status":     statusCommand(app),
-		"audit":      auditCommand(app),
-		"version":    versionCommand(app),
-		"completion": completionCommand(app),
+		"cluster":       clusterCommand(app),
+		"node":          nodeCommand(app),
+		"actions":       actionsCommand(app),
+		"status":        statusCommand(app),
+		"audit":         auditCommand(app),
+		"report-faulty": reportFaultyCommand(app),
+		"version":       versionCommand(app),
+		"completion":    completionCommand(app),
 	}
 
 	selected, err := app.Parse(os.Args[1:])
@@ -51,7 +52,7 @@ func main() {
 	}
 	logger := promslog.New(logConfig)
 	// Terminal commands print their results, not a log; their failures are one line and an exit code.
-	terminal := selected == "status" || selected == "audit" || selected == "version" || selected == "completion"
+	terminal := selected == "status" || selected == "audit" || selected == "report-faulty" || selected == "version" || selected == "completion"
 	if !terminal {
 		logger.Info("starting "+name, "command", selected, "version", version.Info(), "build_context", version.BuildContext())
 	}
