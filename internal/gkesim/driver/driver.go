@@ -93,6 +93,11 @@ type simNode struct {
 	// clearPerformMaintenance is set when maintenance completed, until the perform-maintenance label is gone.
 	clearPerformMaintenance bool
 	maintained, preempted   int
+	// report is GKE's handling of a host reported as faulty, reportStatus the status it shows, clearFaultBehavior
+	// set until the fault-behavior label is removed after the report ended.
+	report             *faultReport
+	reportStatus       gke.ReportStatus
+	clearFaultBehavior bool
 }
 
 // New prepares the driver and one metadata server per node of the scenario.
@@ -217,6 +222,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 	for _, sn := range d.nodes {
 		d.advanceMaintenance(sn, now)
 		d.advancePreemption(sn, now)
+		d.advanceReport(sn, now)
 	}
 	pods, err := d.podLister.List(labels.Everything())
 	if err != nil {
@@ -231,6 +237,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 	}
 	for _, sn := range d.nodes {
 		d.syncNode(ctx, sn, now)
+		d.syncReport(ctx, sn)
 		d.evict(ctx, sn, byNode[sn.name])
 		d.kubelet.sync(ctx, d, sn, byNode[sn.name], now)
 	}
@@ -377,6 +384,7 @@ func (d *Driver) evict(ctx context.Context, sn *simNode, pods []*corev1.Pod) {
 	switch {
 	case sn.maintenance != nil && sn.maintenance.phase == phaseWorkloadEviction,
 		sn.maintenance != nil && sn.maintenance.windowStartedTaint && sn.ready,
+		sn.report != nil && sn.report.phase == reportEvicting,
 		sn.preemption != nil && sn.preemption.phase == preemptionWorkloads:
 	case sn.maintenance != nil && sn.maintenance.phase == phaseSystemEviction,
 		sn.preemption != nil && sn.preemption.phase == preemptionSystem:
@@ -419,7 +427,7 @@ func (d *Driver) evict(ctx context.Context, sn *simNode, pods []*corev1.Pod) {
 // placeable tells whether a new pod of w may go to sn: the node is up and GKE is not taking it down; a node
 // cordoned (unschedulable) takes only DaemonSet pods, as with the real scheduler.
 func (d *Driver) placeable(w *simWorkload, sn *simNode) bool {
-	if !sn.ready || sn.preemption != nil || (sn.maintenance != nil && sn.maintenance.phase >= phaseWorkloadEviction) {
+	if !sn.ready || sn.preemption != nil || sn.report != nil || (sn.maintenance != nil && sn.maintenance.phase >= phaseWorkloadEviction) {
 		return false
 	}
 	if w.w.Kind == KindDaemonSet {

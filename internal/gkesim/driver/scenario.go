@@ -59,6 +59,10 @@ type Mechanics struct {
 	// FailureRepair is how long the VM is down for a maintenance whose reasons say the hardware failed (FAILURE_*):
 	// the host is repaired, not updated. HostMaintenance is for the others. Field: about 4 h.
 	FailureRepair Duration `yaml:"failureRepair"`
+	// ReportOperation is how long Compute Engine's report-faulty-host operation runs once GKE has evicted the pods
+	// of a node labelled cloud.google.com/fault-behavior (status OperationRUNNING); the VM is then moved to a
+	// healthy host, down for FailureRepair. GKE: 10-12 min.
+	ReportOperation Duration `yaml:"reportOperation"`
 	// Sequence is what GKE does after perform-maintenance=true: SequenceField (default) what was measured on GKE,
 	// SequenceDocumented what GKE documents for a maintenance that starts (ONGOING, the termination taint,
 	// evictions, terminating). A maintenance whose window starts plays the documented sequence either way.
@@ -108,6 +112,7 @@ var defaultMechanics = Mechanics{
 	SpotReplacement:       Duration(2 * time.Minute),
 	PodShutdown:           Duration(5 * time.Second),
 	FailureRepair:         Duration(4*time.Hour + 10*time.Minute),
+	ReportOperation:       Duration(11 * time.Minute),
 	Sequence:              SequenceField,
 	Field: FieldSequence{
 		LabelConsumed:      Duration(4 * time.Second),
@@ -313,6 +318,7 @@ func (sc *Scenario) defaults() {
 		{&m.SpotReplacement, &defaultMechanics.SpotReplacement},
 		{&m.PodShutdown, &defaultMechanics.PodShutdown},
 		{&m.FailureRepair, &defaultMechanics.FailureRepair},
+		{&m.ReportOperation, &defaultMechanics.ReportOperation},
 		{&m.Field.LabelConsumed, &defaultMechanics.Field.LabelConsumed},
 		{&m.Field.Passthrough, &defaultMechanics.Field.Passthrough},
 		{&m.Field.WindowRewritten, &defaultMechanics.Field.WindowRewritten},
