@@ -58,7 +58,14 @@ func TestInstallsOnAPIServer(t *testing.T) {
 // newCluster starts a real kube-apiserver that serves the monitoring CRDs the installs use.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	api := testenv.StartAPIServer(t)
+	c := clusterOn(t, testenv.StartAPIServer(t))
+	c.installCRDs(t)
+	return c
+}
+
+// clusterOn applies and reads objects of any kind on api.
+func clusterOn(t *testing.T, api *testenv.APIServer) *cluster {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(api.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +74,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{api: api, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}
-	c.installCRDs(t)
-	return c
+	return &cluster{api: api, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}
 }
 
 // checkPodSecurity dry-runs each workload's pod in a namespace that enforces the restricted Pod Security level:

@@ -16,10 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -390,15 +386,7 @@ func TestChartInstallUpgradeRollback(t *testing.T) {
 	}
 
 	// The installed objects are the chart's, and they pass the API server's validation of a server-side apply.
-	dyn, err := dynamic.NewForConfig(api.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(api.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{api: api, dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}
+	c := clusterOn(t, api)
 	for _, u := range decodeYAML(t, helm(t, append([]string{"get", "manifest", "gde"}, kc...)...)) {
 		c.apply(t, u, true)
 	}
