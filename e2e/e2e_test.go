@@ -31,7 +31,7 @@ import (
 )
 
 // buildExporter builds the gke-disruption-exporter binary the way users get it.
-func buildExporter(t *testing.T) string {
+func buildExporter(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gke-disruption-exporter")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gke-disruption-exporter")
@@ -283,7 +283,7 @@ func (s stack) events(ctx context.Context, node, reason string) (int, error) {
 
 // startStack runs the whole product on the simulator playing scenario, with the actions policy and overrides of the
 // mixin's _config (story time), and watches every node. alive waits for a step while every component runs.
-func startStack(t *testing.T, scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
+func startStack(t testing.TB, scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the whole product for a few minutes")
