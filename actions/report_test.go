@@ -169,6 +169,8 @@ func testReportExactlyOnce(t *testing.T, api *testenv.APIServer) {
 	c.waitNode(node, "host reported", hostReported("XID"))
 	c.setReportStatus(node, gke.ReportPodsEvicted)
 	c.waitNode(node, "PodsEvicted noted", reportStatusNoted(gke.ReportPodsEvicted))
+	// Events are sent in the background: a replica stopped at once may take its last one with it.
+	c.waitEvent(node, "DisruptionReportStatus: GKE report-and-replace status PodsEvicted")
 
 	// A leader change half-way.
 	stopLeader(t, replicas)
