@@ -23,9 +23,8 @@ const (
 
 // faultReport is a report under way on a node.
 type faultReport struct {
-	phase  reportPhase
-	until  time.Time
-	status gke.ReportStatus
+	phase reportPhase
+	until time.Time
 }
 
 // advanceReport starts a report when the node is labelled with a fault behavior, and moves it on: on a machine
