@@ -3,8 +3,10 @@ package actions
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,11 @@ func TestReportFaultyHost(t *testing.T) {
 	t.Run("SecondReportWaitsForRepairBudget", func(t *testing.T) { testReportWaitsForBudget(t, api) })
 	t.Run("DryRunWritesNothing", func(t *testing.T) { testReportDryRun(t, api) })
 	t.Run("RequestedByCLI", func(t *testing.T) { testReportByCLI(t, api) })
+	t.Run("RequestKeptThroughLeaderChange", func(t *testing.T) { testReportRequestKept(t, api) })
+	t.Run("WithdrawnRequestNotResumed", func(t *testing.T) { testReportRequestWithdrawn(t, api) })
+	t.Run("RequestOfAnotherLiveInstanceLeftToIt", func(t *testing.T) { testReportRequestOwned(t, api) })
+	t.Run("GKENeverActs", func(t *testing.T) { testReportNotStarted(t, api) })
+	t.Run("RequestNotKeptIsNotTaken", func(t *testing.T) { testReportRequestNotKept(t, api) })
 }
 
 func a4Node(pool string) map[string]string {
@@ -343,4 +350,188 @@ func testReportByCLI(t *testing.T, api *testenv.APIServer) {
 		t.Fatal(err)
 	}
 	c.waitEvent(node, "DisruptionActionRefused: refused report-faulty-host: the host is already reported as faulty")
+}
+
+// repairPolicy is poolPolicy with one repair slot.
+func repairPolicy(pool, extra string) string {
+	return strings.Replace(poolPolicy(pool, extra), "    maxUnavailable: 1\n", "    maxUnavailable: 1\n    repair: {maxConcurrent: 1}\n", 1)
+}
+
+// requestKept checks the node's kept faulty-host request: present (and of whom) or gone.
+func requestKept(want bool, owner string) func(*corev1.Node) error {
+	return func(n *corev1.Node) error {
+		req := nodeview.Of(n).Record.Request
+		switch {
+		case want && req == nil:
+			return fmt.Errorf("no request kept: %v", n.Annotations)
+		case want && req.Owner != owner:
+			return fmt.Errorf("request kept for %q, want %q", req.Owner, owner)
+		case !want && req != nil:
+			return fmt.Errorf("request still kept: %+v", *req)
+		}
+		return nil
+	}
+}
+
+// reportByCLI asks for a report the way report-faulty does: once.
+func reportByCLI(t *testing.T, r *replica, node string, behavior gke.FaultBehavior, at time.Time) {
+	t.Helper()
+	var out strings.Builder
+	if err := cli.ReportFaulty(context.Background(), &out, cli.ReportOptions{Node: node, Behavior: behavior,
+		ActionsURL: r.url, Client: http.DefaultClient, Timeout: waitLong, Now: at}); err != nil {
+		t.Fatalf("report-faulty %s: %v (%q)", node, err, out.String())
+	}
+}
+
+// testReportRequestKept: report-faulty sends its request once; one that waits for the repair budget is kept on the
+// node, so the next leader reports the host once the budget frees.
+func testReportRequestKept(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-kept")
+	a, b := unique("a4-a"), unique("a4-b")
+	c.node(a, a4Node(pool))
+	c.node(b, a4Node(pool))
+	sets := watchLabelSets(t, c, b)
+	policy := repairPolicy(pool, "")
+	replicas := startReplicaPair(t, api, policy)
+	first := leaderOf(t, replicas...)
+	first.waitLeading()
+
+	mustAccept(t, first, reportAlert(a, "XID", startsAt))
+	c.waitNode(a, "first host reported", hostReported("XID"))
+	reportByCLI(t, first, b, gke.FaultPerformance, time.Now())
+	c.waitEvent(b, "DisruptionActionWaiting: report-faulty-host waits")
+	c.waitNode(b, "the waiting request kept on the node", requestKept(true, "default/"+leaseOf(t, first)))
+
+	stopLeader(t, replicas)
+	second := leaderOf(t, replicas...)
+	if second == first {
+		t.Fatal("the stopped replica still leads")
+	}
+	c.setReportStatus(a, gke.ReportOperationRunning)
+	c.setReportStatus(a, gke.ReportOperationDone)
+	c.waitNode(b, "the kept request reported by the new leader", hostReported("PERFORMANCE"))
+	n := c.waitNode(b, "the request is the claim's now", requestKept(false, ""))
+	if r := nodeview.Of(n).Record; r.ClaimedBy != second.identity {
+		t.Errorf("claimed by %q, want the new leader %q", r.ClaimedBy, second.identity)
+	}
+	time.Sleep(time.Second) // a second report would be labelled within this
+	if got := sets.get(); got != 1 {
+		t.Errorf("fault-behavior labelled %d times, want once", got)
+	}
+}
+
+// testReportRequestWithdrawn: a waiting request whose alert resolves is withdrawn from the node too, so a restarted
+// leader does not take it up.
+func testReportRequestWithdrawn(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-withdrawn")
+	a, b := unique("a4-a"), unique("a4-b")
+	c.node(a, a4Node(pool))
+	c.node(b, a4Node(pool))
+	policy := repairPolicy(pool, "")
+	lease := unique("lease")
+	r := startReplica(t, api, policy, replicaOpts{lease: lease})
+	r.waitLeading()
+	mustAccept(t, r, reportAlert(a, "XID", startsAt))
+	c.waitNode(a, "first host reported", hostReported("XID"))
+	waiting := reportAlert(b, "XID", startsAt)
+	mustAccept(t, r, waiting)
+	c.waitNode(b, "the waiting request kept", requestKept(true, "default/"+lease))
+	waiting.Status = "resolved"
+	if code, _ := post(t, r.url, payload(t, waiting), postOpts{}); code != http.StatusOK {
+		t.Fatalf("resolved alert answered %d", code)
+	}
+	c.waitNode(b, "the resolved request withdrawn", requestKept(false, ""))
+
+	r.stop()
+	restarted := startReplica(t, api, policy, replicaOpts{lease: lease})
+	restarted.waitLeading()
+	c.setReportStatus(a, gke.ReportOperationDone)
+	c.waitNode(a, "first report done", inState(nodeview.Done))
+	time.Sleep(time.Second) // a resumed request would be reported within this
+	if n := c.get(b); n.Labels[gke.LabelFaultBehavior] != "" || nodeview.Of(n).Record.Phase != "" {
+		t.Errorf("withdrawn request reported: labels %v, annotations %v", n.Labels, n.Annotations)
+	}
+}
+
+// testReportRequestOwned: another instance in the cluster (its own Lease, the same pool) leaves a request kept by a
+// live instance to that instance.
+func testReportRequestOwned(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-owned")
+	a, b := unique("a4-a"), unique("a4-b")
+	c.node(a, a4Node(pool))
+	c.node(b, a4Node(pool))
+	policy := repairPolicy(pool, "")
+	taker := startReplica(t, api, policy, replicaOpts{identity: "taker-0", lease: unique("taker")})
+	taker.waitLeading()
+	mustAccept(t, taker, reportAlert(a, "XID", startsAt))
+	c.waitNode(a, "first host reported", hostReported("XID"))
+	reportByCLI(t, taker, b, gke.FaultSDC, time.Now())
+	c.waitNode(b, "the waiting request kept", requestKept(true, "default/"+leaseOf(t, taker)))
+
+	other := startReplica(t, api, policy, replicaOpts{identity: "other-0", lease: unique("other")})
+	other.waitLeading()
+	c.setReportStatus(a, gke.ReportOperationDone)
+	n := c.waitNode(b, "reported", hostReported("SDC"))
+	if r := nodeview.Of(n).Record; r.ClaimedBy != "taker-0" || r.Owner != "default/"+leaseOf(t, taker) {
+		t.Errorf("claimed by %q for %q: the instance that took the request should report it", r.ClaimedBy, r.Owner)
+	}
+}
+
+// testReportNotStarted: a report GKE shows no status for within reportFaultyHost.startDeadline ends failed
+// (not_started), the label withdrawn, so the repair slot is free again.
+func testReportNotStarted(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-ignored")
+	node := unique("a4")
+	c.node(node, a4Node(pool))
+	r := startReplica(t, api, poolPolicy(pool, "reportFaultyHost: {startDeadline: 2s}\n"), replicaOpts{})
+	r.waitLeading()
+	mustAccept(t, r, reportAlert(node, "XID", startsAt))
+	c.waitNode(node, "host reported", hostReported("XID"))
+	n := c.waitNode(node, "the report GKE ignored ended", inState(nodeview.Failed))
+	rec := nodeview.Of(n).Record
+	if !strings.HasPrefix(rec.Reason, "not_started") || n.Labels[gke.LabelFaultBehavior] != "" {
+		t.Errorf("reason %q, labels %v", rec.Reason, n.Labels)
+	}
+	r.waitMetric("counted as failed", "gke_disruption_actions_total", map[string]string{"action": "report-faulty-host", "result": "failed"}, 1)
+	r.waitMetric("the slot is free", "gke_disruption_actions_in_progress", map[string]string{"action": "report-faulty-host"}, 0)
+	c.waitEvent(node, "DisruptionActionFailed: report-faulty-host failed: not_started: GKE showed no cloud.google.com/report-and-replace-status")
+}
+
+// testReportRequestNotKept: while the API server refuses to keep the request on the node, the request is answered
+// 500 (Alertmanager retries; report-faulty says so) rather than taken into memory alone; once the API answers, a
+// retry is taken and reported.
+func testReportRequestNotKept(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-unkept")
+	node := unique("a4")
+	c.node(node, a4Node(pool))
+	failing := &atomic.Bool{}
+	failing.Store(true)
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{wrapTransport: func(next http.RoundTripper) http.RoundTripper {
+		return failPatches{next: next, node: node, on: failing}
+	}})
+	r.waitLeading()
+	testenv.Eventually(t, waitLong, "the node in the watch cache", func() error {
+		if code, _ := post(t, r.url, payload(t, reportAlert(node, "XID", startsAt)), postOpts{}); code != http.StatusInternalServerError {
+			return fmt.Errorf("answered %d, want 500", code)
+		}
+		return nil
+	})
+	var out strings.Builder
+	err := cli.ReportFaulty(context.Background(), &out, cli.ReportOptions{Node: node, Behavior: gke.FaultXID,
+		ActionsURL: r.url, Client: http.DefaultClient, Timeout: waitLong, Now: time.Now()})
+	if err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("report-faulty while the request cannot be kept: %v (%q)", err, out.String())
+	}
+	failing.Store(false)
+	time.Sleep(time.Second) // a request answered 500 but taken into memory would be claimed within this
+	if n := c.get(node); nodeview.Of(n).Record.Phase != "" || n.Labels[gke.LabelFaultBehavior] != "" {
+		t.Errorf("a request answered 500 was acted on: labels %v, annotations %v", n.Labels, n.Annotations)
+	}
+	mustAccept(t, r, reportAlert(node, "XID", startsAt))
+	c.waitNode(node, "reported once the API answers", hostReported("XID"))
 }

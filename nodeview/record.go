@@ -118,9 +118,11 @@ type Record struct {
 	Opportunistic   bool
 	// Incident, FaultBehavior and ReportStatus belong to faulty-host reports: the incident last reported, the
 	// behavior to report, and GKE's status last recorded.
-	Incident       string
-	FaultBehavior  string
-	ReportStatus   string
+	Incident      string
+	FaultBehavior string
+	ReportStatus  string
+	// Request is a faulty-host report taken and not yet claimed (AnnotationReportRequest); nil when none.
+	Request        *ReportRequest
 	AcceptedAt     time.Time
 	DrainStartedAt time.Time
 	RequestedAt    time.Time
@@ -150,6 +152,9 @@ func ReadRecord(a map[string]string) Record {
 	}
 	if r.Maintenance == "" && a[legacyScheduledMaintenance] != "" {
 		r.Maintenance = LabelKey(a[legacyScheduledMaintenance])
+	}
+	if req, ok := ReadReportRequest(a); ok {
+		r.Request = &req
 	}
 	if g := a[AnnotationGroup]; g != "" {
 		r.Group = strings.Split(g, ",")

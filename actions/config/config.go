@@ -25,6 +25,9 @@ const (
 	DefaultMaxUnavailable     = 1
 	DefaultDrainHorizon       = 48 * time.Hour
 	DefaultStartDeadline      = time.Hour
+	// DefaultReportStartDeadline leaves GKE time to evict a node's pods (grace periods, PodDisruptionBudgets) before
+	// it shows its first report-and-replace status.
+	DefaultReportStartDeadline = 2 * time.Hour
 )
 
 // Config is the policy file.
@@ -44,6 +47,7 @@ type Config struct {
 	Pools              []Pool             `yaml:"pools"`
 	Drain              Drain              `yaml:"drain"`
 	PerformMaintenance PerformMaintenance `yaml:"performMaintenance"`
+	ReportFaultyHost   ReportFaultyHost   `yaml:"reportFaultyHost"`
 	// AcceleratorResources are the extended resources whose pods keep a node busy for opportunistic maintenance
 	// (default nvidia.com/gpu and google.com/tpu).
 	AcceleratorResources []string `yaml:"acceleratorResources"`
@@ -159,6 +163,14 @@ type PerformMaintenance struct {
 	DrainFirst bool `yaml:"drainFirst"`
 	// StartDeadline ends a request GKE has not taken up (no maintenance under way) within this long: failed with
 	// reason not_started, our cordon lifted and the request withdrawn, so the slot is free again.
+	StartDeadline Duration `yaml:"startDeadline"`
+}
+
+// ReportFaultyHost configures the report-faulty-host action.
+type ReportFaultyHost struct {
+	// StartDeadline ends a report GKE has shown no progress on (no report-and-replace-status) within this long of
+	// the fault-behavior label: failed with reason not_started and the label removed (a GKE older than
+	// 1.32.3-gke.1057001, or a VM GKE cannot report, ignores it), so the repair slot is free again.
 	StartDeadline Duration `yaml:"startDeadline"`
 }
 
@@ -299,6 +311,11 @@ func (c *Config) complete(present map[string]bool) error {
 		c.PerformMaintenance.StartDeadline = Duration(DefaultStartDeadline)
 	} else if c.PerformMaintenance.StartDeadline <= 0 {
 		return errors.New("performMaintenance.startDeadline: must be greater than 0 (every request needs an end)")
+	}
+	if !present["reportFaultyHost.startDeadline"] {
+		c.ReportFaultyHost.StartDeadline = Duration(DefaultReportStartDeadline)
+	} else if c.ReportFaultyHost.StartDeadline <= 0 {
+		return errors.New("reportFaultyHost.startDeadline: must be greater than 0 (every report needs an end)")
 	}
 	if !present["acceleratorResources"] {
 		c.AcceleratorResources = DefaultAcceleratorResources

@@ -102,6 +102,9 @@ func TestParseDefaults(t *testing.T) {
 	if cfg.PerformMaintenance.DrainFirst {
 		t.Error("drainFirst defaults to true")
 	}
+	if cfg.PerformMaintenance.StartDeadline != Duration(DefaultStartDeadline) || cfg.ReportFaultyHost.StartDeadline != Duration(DefaultReportStartDeadline) {
+		t.Errorf("start deadlines: %+v, %+v", cfg.PerformMaintenance, cfg.ReportFaultyHost)
+	}
 	if s := cfg.Silences; s.Duration != Duration(DefaultSilenceDuration) || !slices.Equal(s.NodeLabels, []string{"node"}) || len(s.AlertNames) != 0 {
 		t.Errorf("silences defaults: %+v", s)
 	}
@@ -172,6 +175,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad selector key", "pools: [{name: a, nodeSelector: {'bad key': x}}]\n", []string{"pools[0].nodeSelector", "bad key"}},
 		{"bad selector value", "pools: [{name: a, nodeSelector: {k: 'a b'}}]\n", []string{`pools[0].nodeSelector["k"]`, "a b"}},
 		{"selector not a mapping", "pools: [{name: a, nodeSelector: [x]}]\n", []string{"pools[0].nodeSelector", "expected a mapping"}},
+		{"zero report deadline", "pools: [{name: a}]\nreportFaultyHost: {startDeadline: 0s}\n", []string{"reportFaultyHost.startDeadline", "greater than 0"}},
 		{"bad duration", "pools: [{name: a}]\ndrain: {timeout: 30 minutes}\n", []string{"drain.timeout", `"30 minutes"`, "not a duration"}},
 		{"negative duration", "pools: [{name: a}]\ndrain: {timeout: -5m}\n", []string{"drain.timeout", "negative"}},
 		{"zero timeout", "pools: [{name: a}]\ndrain: {timeout: 0s}\n", []string{"drain.timeout", "greater than 0"}},

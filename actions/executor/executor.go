@@ -240,8 +240,14 @@ func (e *Executor) checkFence() error {
 func (e *Executor) HasSynced() bool { return e.informer.HasSynced() }
 
 // Submit takes triggers; only the leader takes work. A firing alert becomes (or refreshes) the node's live alert;
-// a resolved one withdraws it.
-func (e *Executor) Submit(triggers []webhook.Trigger) error {
+// a resolved one withdraws it. Faulty-host requests are also kept on their nodes before the reply (keepRequests).
+func (e *Executor) Submit(ctx context.Context, triggers []webhook.Trigger) error {
+	if !e.Leading() {
+		return webhook.ErrNotLeader
+	}
+	if err := e.keepRequests(ctx, triggers); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.queue == nil || !e.fenceHeld() {
@@ -428,10 +434,11 @@ func (e *Executor) enqueueAlerts() {
 	e.enqueue(names...)
 }
 
-// needsAttention reports work of ours on the node that is not finished: in progress, or a cordon still to lift.
+// needsAttention reports work of ours on the node that is not finished: in progress, a cordon still to lift, or a
+// faulty-host request kept and not yet claimed.
 func needsAttention(node *corev1.Node) bool {
 	r := nodeview.Of(node).Record
-	return r.Active() || r.HoldsCordon()
+	return r.Active() || r.HoldsCordon() || r.Request != nil
 }
 
 // liveAlert returns a copy of the node's live alert.

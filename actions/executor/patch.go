@@ -18,6 +18,9 @@ type nodePatch struct {
 	labels          map[string]any // a nil value removes the key
 	annotations     map[string]any
 	unschedulable   *bool
+	// leaveOwner writes the annotations without making this instance the owner of the node's work: for what is
+	// not work, such as a kept request.
+	leaveOwner bool
 }
 
 func (p nodePatch) marshal() ([]byte, error) {
@@ -39,7 +42,7 @@ func (p nodePatch) marshal() ([]byte, error) {
 }
 
 func (e *Executor) patchNode(ctx context.Context, name string, p nodePatch) (*corev1.Node, error) {
-	if p.annotations != nil {
+	if p.annotations != nil && !p.leaveOwner {
 		p.annotations[nodeview.AnnotationOwner] = e.opts.Owner // work taken over from an instance that is gone becomes ours
 	}
 	data, err := p.marshal()

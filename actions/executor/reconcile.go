@@ -78,37 +78,53 @@ func (e *Executor) reconcile(ctx context.Context, name string) (after time.Durat
 	return e.decide(ctx, view)
 }
 
-// reasonNotStarted begins the reason of a request GKE did not take up within performMaintenance.startDeadline.
+// reasonNotStarted begins the reason of a request GKE did not take up within its start deadline.
 const reasonNotStarted = "not_started"
 
-// startDeadline is how long a perform-maintenance request GKE has not taken up still has, or due once it has had
-// performMaintenance.startDeadline.
+// startDeadline is how long a request GKE has shown nothing for still has, or due once it has had its deadline: a
+// perform-maintenance request with no maintenance under way (performMaintenance.startDeadline), a faulty-host
+// report with no report-and-replace status (reportFaultyHost.startDeadline).
 func (e *Executor) startDeadline(rec nodeview.Record, obs nodestate.Observation) (left time.Duration, due bool) {
-	if rec.Phase != nodeview.MaintenanceRequested || rec.MaintenanceSeen || obs.InMaintenance {
+	var deadline time.Duration
+	switch cfg := e.config(); {
+	case rec.Phase == nodeview.MaintenanceRequested && !rec.MaintenanceSeen && !obs.InMaintenance:
+		deadline = time.Duration(cfg.PerformMaintenance.StartDeadline)
+	case rec.Phase == nodeview.HostReported && rec.ReportStatus == "" && obs.ReportStatus == "":
+		deadline = time.Duration(cfg.ReportFaultyHost.StartDeadline)
+	default:
 		return 0, false
 	}
 	since := rec.RequestedAt
 	if since.IsZero() {
 		since = rec.AcceptedAt
 	}
-	left = time.Until(since.Add(time.Duration(e.config().PerformMaintenance.StartDeadline)))
+	left = time.Until(since.Add(deadline))
 	return left, left <= 0
 }
 
-// notStarted ends a request GKE has not taken up in time: failed (not_started), the request withdrawn and our cordon
-// lifted, so the slot is free again; the Warning Event and gke_disruption_actions_total{result="failed"} tell the
-// operator.
+// notStarted ends a request GKE has not taken up in time: failed (not_started), the request (perform-maintenance or
+// fault-behavior label) withdrawn and our cordon lifted, so the slot is free again; the Warning Event and
+// gke_disruption_actions_total{result="failed"} tell the operator.
 func (e *Executor) notStarted(ctx context.Context, node *corev1.Node, rec nodeview.Record, obs nodestate.Observation) error {
-	deadline := time.Duration(e.config().PerformMaintenance.StartDeadline)
-	reason := fmt.Sprintf("%s: GKE did not start maintenance %s within performMaintenance.startDeadline (%s) of the request; request withdrawn",
-		reasonNotStarted, rec.Maintenance, deadline)
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
 		nodeview.AnnotationState:      string(nodeview.Failed),
 		nodeview.AnnotationFinishedAt: nodeview.FormatTime(time.Now()),
 		nodeview.AnnotationCordonedBy: nil,
 	}}
-	if obs.PerformRequested {
-		p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
+	var reason string
+	if rec.Action == nodeview.ReportFaultyHost {
+		reason = fmt.Sprintf("%s: GKE showed no %s within reportFaultyHost.startDeadline (%s) of the report; GKE older than %s, or a VM it cannot report, ignores %s",
+			reasonNotStarted, gke.LabelReportAndReplaceStatus, time.Duration(e.config().ReportFaultyHost.StartDeadline), gke.FaultReportVersion, gke.LabelFaultBehavior)
+		if obs.FaultBehavior != "" {
+			p.labels = map[string]any{gke.LabelFaultBehavior: nil}
+			reason += "; label removed"
+		}
+	} else {
+		reason = fmt.Sprintf("%s: GKE did not start maintenance %s within performMaintenance.startDeadline (%s) of the request; request withdrawn",
+			reasonNotStarted, rec.Maintenance, time.Duration(e.config().PerformMaintenance.StartDeadline))
+		if obs.PerformRequested {
+			p.labels = map[string]any{gke.LabelPerformMaintenance: nil}
+		}
 	}
 	if rec.CordonedBy != "" && node.Spec.Unschedulable {
 		p.unschedulable = ptr(false)
@@ -187,13 +203,17 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Re
 func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Duration, error) {
 	a, ok := e.liveAlert(node.Name)
 	if !ok {
-		return 0, nil
+		var recheck time.Duration
+		if a, recheck, ok = e.adoptRequest(ctx, node); !ok {
+			return recheck, nil
+		}
 	}
 	t := a.trigger
 	rec, m := node.Record, node.Maintenance
 	log := e.logger.With("node", node.Name, "action", t.Action, "maintenance", m.Key())
 	if time.Since(a.lastSeen) > pendingTTL {
 		e.dropAlert(node.Name, t)
+		e.endRequest(ctx, node.Name, t)
 		if a.waitCode != "" {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
 		}
@@ -207,6 +227,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		if done, why := e.reported(rec, node.Name, key, t); done {
 			if why != "" {
 				e.dropAlert(node.Name, t)
+				e.endRequest(ctx, node.Name, t)
 				e.refuse(node, key, t.Action, why)
 			}
 			return 0, nil
@@ -250,6 +271,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	switch d.Verdict {
 	case policy.Refuse:
 		e.dropAlert(node.Name, t)
+		e.endRequest(ctx, node.Name, t)
 		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:

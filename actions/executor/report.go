@@ -48,6 +48,7 @@ func (e *Executor) claimReport(ctx context.Context, node *nodeview.View, behavio
 	annotations[nodeview.AnnotationMaintenance] = nil
 	annotations[nodeview.AnnotationIncident] = incident
 	annotations[nodeview.AnnotationFaultBehavior] = string(behavior)
+	annotations[nodeview.AnnotationReportRequest] = nil // the request is the claim's now
 	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
 	if err != nil {
 		return fmt.Errorf("claiming node: %w", err)
@@ -64,10 +65,7 @@ func (e *Executor) claimReport(ctx context.Context, node *nodeview.View, behavio
 // reportHost labels fault-behavior: GKE evicts the pods, reports the host and replaces it. A final status left by an
 // earlier report is cleared with it, so every status seen afterwards is this report's.
 func (e *Executor) reportHost(ctx context.Context, node *corev1.Node, rec nodeview.Record) error {
-	behavior, ok := gke.ParseFaultBehavior(rec.FaultBehavior)
-	if !ok {
-		behavior = gke.FaultUnspecified
-	}
+	behavior := faultBehavior(rec.FaultBehavior)
 	labels := map[string]any{gke.LabelFaultBehavior: string(behavior)}
 	if _, stale := node.Labels[gke.LabelReportAndReplaceStatus]; stale {
 		labels[gke.LabelReportAndReplaceStatus] = nil
@@ -86,6 +84,14 @@ func (e *Executor) reportHost(ctx context.Context, node *corev1.Node, rec nodevi
 		"set %s=%s: GKE evicts the pods, reports the host as faulty and replaces it", gke.LabelFaultBehavior, behavior)
 	e.logger.Info("host reported as faulty", "node", node.Name, "fault_behavior", behavior, "incident", rec.Incident)
 	return nil
+}
+
+// faultBehavior reads a behavior recorded by this service; one it cannot read is reported as unspecified.
+func faultBehavior(s string) gke.FaultBehavior {
+	if b, ok := gke.ParseFaultBehavior(s); ok {
+		return b
+	}
+	return gke.FaultUnspecified
 }
 
 // noteReportStatus records GKE's new report-and-replace status, with an Event once per status.

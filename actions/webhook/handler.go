@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,9 +26,10 @@ const DefaultMaxRequestBytes = 4 << 20
 // retries and reaches the leader.
 var ErrNotLeader = errors.New("this replica is not the leader; retry")
 
-// Sink takes triggers for asynchronous work. Submit must be quick: Alertmanager waits for the reply.
+// Sink takes triggers for asynchronous work. Submit must be quick: Alertmanager waits for the reply. ctx is the
+// request's: it ends when the sender gives up.
 type Sink interface {
-	Submit(triggers []Trigger) error
+	Submit(ctx context.Context, triggers []Trigger) error
 }
 
 // DefaultUsers are the web-config users allowed to post when none are named.
@@ -149,7 +151,7 @@ func (h *Handler) handle(w http.ResponseWriter, r *http.Request) (int, []Result,
 		results = append(results, res)
 	}
 	if len(triggers) > 0 {
-		if err := h.sink.Submit(triggers); err != nil {
+		if err := h.sink.Submit(r.Context(), triggers); err != nil {
 			if errors.Is(err, ErrNotLeader) {
 				return http.StatusServiceUnavailable, nil, err.Error()
 			}

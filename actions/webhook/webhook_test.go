@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,7 @@ type recordingSink struct {
 	err      error
 }
 
-func (s *recordingSink) Submit(triggers []Trigger) error {
+func (s *recordingSink) Submit(_ context.Context, triggers []Trigger) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
