@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/demo"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -51,16 +52,18 @@ type nodeView struct {
 	ready       bool
 	action      string // the actions service's action and state annotations
 	state       string
+	fault       string // fault-behavior and report-and-replace-status: a host reported as faulty
+	report      string
 }
 
 func (v nodeView) String() string {
-	return fmt.Sprintf("maintenance=%q perform=%t cordoned=%t ready=%t action=%s/%s",
-		v.maintenance, v.perform, v.cordoned, v.ready, v.action, v.state)
+	return fmt.Sprintf("maintenance=%q perform=%t cordoned=%t ready=%t action=%s/%s fault=%q report=%q",
+		v.maintenance, v.perform, v.cordoned, v.ready, v.action, v.state, v.fault, v.report)
 }
 
-// disrupted is a node out of service: cordoned, asked for maintenance, in it, or down.
+// disrupted is a node out of service: cordoned, asked for maintenance, in it, down, or its host being reported.
 func (v nodeView) disrupted() bool {
-	return v.cordoned || v.perform || v.maintenance != "" || !v.ready
+	return v.cordoned || v.perform || v.maintenance != "" || !v.ready || v.fault != ""
 }
 
 // watcher records every distinct state of every node, and the most nodes of each pool disrupted at once.
@@ -92,6 +95,8 @@ func (w *watcher) observe(obj any) {
 		cordoned:    n.Spec.Unschedulable,
 		action:      n.Annotations[nodeview.AnnotationAction],
 		state:       n.Annotations[nodeview.AnnotationState],
+		fault:       n.Labels[gke.LabelFaultBehavior],
+		report:      n.Labels[gke.LabelReportAndReplaceStatus],
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {

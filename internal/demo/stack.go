@@ -11,13 +11,16 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"gopkg.in/yaml.v3"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
@@ -91,6 +94,8 @@ type Stack struct {
 	wg        sync.WaitGroup
 	processes []*process
 	driverErr chan error
+	// actionsUp is closed once the actions service is ready (and Actions set).
+	actionsUp chan struct{}
 }
 
 // Start starts every component and waits until each is ready. On error everything started is stopped.
@@ -111,7 +116,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Stack{opts: opts, LogDir: filepath.Join(opts.Dir, "logs"), NodeAgents: map[string]string{},
-		Metadata: map[string]string{}, driverErr: make(chan error, 1)}
+		Metadata: map[string]string{}, driverErr: make(chan error, 1), actionsUp: make(chan struct{})}
 	if err := os.MkdirAll(s.LogDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -165,7 +170,7 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 	}
 	s.Monitoring = addr
 	d, err := driver.New(opts.Logger.With("component", "gke"), driver.Options{
-		Client: s.Client, Scenario: opts.Scenario, Monitoring: s.monitor})
+		Client: s.Client, Scenario: opts.Scenario, Monitoring: s.monitor, Reporter: s.ReportFaulty})
 	if err != nil {
 		return err
 	}
@@ -213,7 +218,11 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{"alertmanager.yml": am.content, "actions-web-config.yml": webCfg}
+	clientCfg, err := yaml.Marshal(map[string]any{"basic_auth": am.auth})
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{"alertmanager.yml": am.content, "actions-web-config.yml": webCfg, "actions-client.yml": clientCfg}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(opts.Dir, name), content, 0o600); err != nil {
 			return err
@@ -282,6 +291,29 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 		if err := w.p.waitReady(ctx, w.url, w.auth, 2*time.Minute); err != nil {
 			return err
 		}
+	}
+	close(s.actionsUp)
+	return nil
+}
+
+// ReportFaulty is the operator running `gke-disruption-exporter report-faulty` against the actions service (the
+// scenario's report events), its output in logs/report-faulty.log.
+func (s *Stack) ReportFaulty(ctx context.Context, node string, behavior gke.FaultBehavior) error {
+	select {
+	case <-s.actionsUp:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	log, err := os.OpenFile(filepath.Join(s.LogDir, "report-faulty.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.CommandContext(ctx, s.opts.Exporter, "report-faulty", node, "--behavior="+string(behavior),
+		"--actions.url=http://"+s.Actions, "--actions.http-config-file="+filepath.Join(s.opts.Dir, "actions-client.yml"), "--timeout=1m")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("report-faulty %s (see %s): %w", node, log.Name(), err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -254,6 +255,12 @@ func nodeState(n corev1.Node) string {
 	}
 	if n.Labels[driver.LabelPerformMaintenance] == "true" {
 		parts = append(parts, "perform-maintenance")
+	}
+	if b := n.Labels[gke.LabelFaultBehavior]; b != "" {
+		parts = append(parts, "fault-behavior="+b)
+	}
+	if s := n.Labels[gke.LabelReportAndReplaceStatus]; s != "" {
+		parts = append(parts, "report="+s)
 	}
 	return strings.Join(parts, ",")
 }

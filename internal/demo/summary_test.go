@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -18,6 +19,7 @@ func TestSummaryRender(t *testing.T) {
 			EventsLeft: 3, Nodes: []driver.NodeStatus{
 				{Name: "gke-a", Pool: "l4", Phase: "evicting-workloads"},
 				{Name: "gke-b", Pool: "l4"},
+				{Name: "gke-c", Pool: "a4"},
 			}},
 		Firing:  map[string]int{"GKESpotNodePreempted": 1, "GKENodeMaintenanceInProgress": 2},
 		Actions: map[string]int{"perform-maintenance succeeded": 2, "opportunistic-maintenance succeeded": 1},
@@ -28,6 +30,13 @@ func TestSummaryRender(t *testing.T) {
 					Annotations: map[string]string{nodeview.AnnotationAction: "perform-maintenance", nodeview.AnnotationState: "maintenance-requested"},
 				},
 				Spec:   corev1.NodeSpec{Unschedulable: true},
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+			},
+			"gke-c": {
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      map[string]string{gke.LabelFaultBehavior: "XID", gke.LabelReportAndReplaceStatus: "OperationRUNNING"},
+					Annotations: map[string]string{nodeview.AnnotationAction: "report-faulty-host", nodeview.AnnotationState: "host-reported"},
+				},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 			},
 		},
@@ -52,6 +61,7 @@ func TestSummaryRender(t *testing.T) {
 		"Alerts firing: GKENodeMaintenanceInProgress 2, GKESpotNodePreempted 1",
 		"Actions taken: opportunistic-maintenance succeeded 1, perform-maintenance succeeded 2\n",
 		"perform-maintenance: maintenance-requested  Ready,SchedulingDisabled,maintenance=ONGOING,perform-maintenance",
+		"report-faulty-host: host-reported           Ready,fault-behavior=XID,report=OperationRUNNING",
 		"gke-b  l4    -                   -                                           NotReady",
 		"! Prometheus alerts: connection refused",
 		"  JobSet training/train-llm: next maintenance in 2h 58m on its 16 nodes, 2 of 16 in maintenance now\n",

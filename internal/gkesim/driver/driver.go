@@ -45,6 +45,9 @@ type Options struct {
 	Monitoring *monitoring.Server
 	// Tick is how often the driver acts without a change on the API server (default 100ms).
 	Tick time.Duration
+	// Reporter, when set, plays the operator of the scenario's report events (the demo: report-faulty); it runs
+	// in the background. Nil: the driver labels the nodes itself, as an operator would by hand.
+	Reporter func(ctx context.Context, node string, behavior gke.FaultBehavior) error
 }
 
 // Node is a simulated node and the metadata server of its VM; serve each on its own listener.
@@ -61,6 +64,7 @@ type Driver struct {
 	sc        *Scenario
 	mon       *monitoring.Server
 	tick      time.Duration
+	reporter  func(ctx context.Context, node string, behavior gke.FaultBehavior) error
 	nodes     []*simNode
 	byName    map[string]*simNode
 	workloads []*simWorkload
@@ -106,13 +110,14 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("the driver needs a client and a scenario")
 	}
 	d := &Driver{
-		logger: logger,
-		client: opts.Client,
-		sc:     opts.Scenario,
-		mon:    opts.Monitoring,
-		tick:   opts.Tick,
-		byName: map[string]*simNode{},
-		wake:   make(chan struct{}, 1),
+		logger:   logger,
+		client:   opts.Client,
+		sc:       opts.Scenario,
+		mon:      opts.Monitoring,
+		tick:     opts.Tick,
+		reporter: opts.Reporter,
+		byName:   map[string]*simNode{},
+		wake:     make(chan struct{}, 1),
 	}
 	if d.tick <= 0 {
 		d.tick = 100 * time.Millisecond
@@ -216,7 +221,7 @@ func (d *Driver) poke() {
 // pass does everything that is due: the scenario's events, GKE's steps, the kubelet's, the controllers'.
 func (d *Driver) pass(ctx context.Context, now time.Time) {
 	for d.nextEvent < len(d.events) && !now.Before(d.events[d.nextEvent].at) {
-		d.fire(d.events[d.nextEvent], now)
+		d.fire(ctx, d.events[d.nextEvent], now)
 		d.nextEvent++
 	}
 	for _, sn := range d.nodes {
@@ -250,7 +255,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 }
 
 // fire starts what a scenario event announces.
-func (d *Driver) fire(te timedEvent, now time.Time) {
+func (d *Driver) fire(ctx context.Context, te timedEvent, now time.Time) {
 	e := te.event
 	switch {
 	case e.Maintenance != nil:
@@ -289,6 +294,33 @@ func (d *Driver) fire(te timedEvent, now time.Time) {
 			sn.meta.Preempt()
 			d.logger.Info("spot VM preempted", "node", sn.name, "pool", pool.Name, "notice", notice)
 		}
+	case e.Report != nil:
+		behavior, _ := gke.ParseFaultBehavior(e.Report.Behavior) // validated with the scenario
+		for _, sn := range d.targets(d.sc.Pool(e.Report.NodePool), e.Report.Nodes) {
+			d.reportHost(ctx, sn.name, behavior)
+		}
+	}
+}
+
+// reportHost plays the operator who reports a node's host as faulty.
+func (d *Driver) reportHost(ctx context.Context, node string, behavior gke.FaultBehavior) {
+	d.logger.Info("operator reports the host as faulty", "node", node, "behavior", behavior, "through_product", d.reporter != nil)
+	if d.reporter != nil {
+		go func() {
+			if err := d.reporter(ctx, node, behavior); err != nil {
+				d.logger.Warn("reporting the host as faulty", "node", node, "err", err)
+			}
+		}()
+		return
+	}
+	if err := updateNode(ctx, d.client, node, func(n *corev1.Node) bool {
+		if n.Labels[gke.LabelFaultBehavior] == string(behavior) {
+			return false
+		}
+		n.Labels[gke.LabelFaultBehavior] = string(behavior)
+		return true
+	}); err != nil {
+		d.logger.Warn("labelling the node with its fault behavior", "node", node, "err", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -97,4 +98,73 @@ workloads:
 		return h.saw(l4, "behavior=XID status= ready=true", "behavior= status=Error ready=true",
 			"behavior=XID status=Error ready=true", "behavior= status=Error ready=true")
 	})
+}
+
+// A scenario's report event without a Reporter is the operator labelling the node by hand: GKE's report follows.
+func TestDriverPlaysScenarioReportByHand(t *testing.T) {
+	api, d, _, _ := startDriver(t, `
+cluster: {project: sim-project, location: us-central1, name: sim}
+gke:
+  workloadEviction: 300ms
+  reportOperation: 300ms
+  failureRepair: 300ms
+nodePools:
+  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 2}
+events:
+  - {at: 0s, report: {nodePool: a4, nodes: [1], behavior: sdc}}
+`)
+	names := d.sc.NodeNames("a4")
+	h := &history{states: map[string][]string{}}
+	watchNodes(t, api, func(n *corev1.Node) { h.recordAs(n.Name, reportSignals(n)) })
+	testenv.Eventually(t, 30*time.Second, "the reported node replaced", func() error {
+		return h.saw(names[1], "behavior=SDC status= ready=true", "behavior= status=OperationDone ready=true")
+	})
+	for _, s := range h.states[names[0]] {
+		if s != "behavior= status= ready=true" {
+			t.Errorf("node 0, not named by the event, went through %q", s)
+		}
+	}
+}
+
+// With a Reporter, the driver hands the report to it (the demo's report-faulty) and labels nothing itself.
+func TestDriverHandsScenarioReportToReporter(t *testing.T) {
+	api := testenv.StartAPIServer(t)
+	sc, err := Parse([]byte(`
+cluster: {project: sim-project, location: us-central1, name: sim}
+nodePools:
+  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 1}
+events:
+  - {at: 0s, report: {nodePool: a4, behavior: XID}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 1)
+	d, err := New(slog.New(slog.DiscardHandler), Options{Client: api.Client, Scenario: sc,
+		Reporter: func(_ context.Context, node string, behavior gke.FaultBehavior) error {
+			asked <- node + " " + string(behavior)
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case got := <-asked:
+		if want := sc.NodeNames("a4")[0] + " XID"; got != want {
+			t.Errorf("reporter asked for %q, want %q", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reporter was never asked")
+	}
+	n, err := api.Client.CoreV1().Nodes().Get(ctx, sc.NodeNames("a4")[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := n.Labels[gke.LabelFaultBehavior]; b != "" {
+		t.Errorf("the driver labelled the node itself (%s) although a Reporter plays the operator", b)
+	}
 }

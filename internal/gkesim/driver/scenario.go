@@ -14,6 +14,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Scenario is a story for the simulated cluster: its node pools and workloads, and what GKE does to them when.
@@ -214,6 +216,17 @@ type Event struct {
 	At          Duration          `yaml:"at"`
 	Maintenance *MaintenanceEvent `yaml:"maintenance"`
 	Preemption  *PreemptionEvent  `yaml:"preemption"`
+	Report      *ReportEvent      `yaml:"report"`
+}
+
+// ReportEvent is an operator reporting the hosts of nodes of a pool as faulty (GKE's fault-behavior label), for
+// example after the GPUs logged Xid errors: through Options.Reporter when set (the demo runs report-faulty), else
+// by labelling the nodes as by hand.
+type ReportEvent struct {
+	NodePool string `yaml:"nodePool"`
+	Nodes    []int  `yaml:"nodes"` // none means all
+	// Behavior is the fault behavior reported (PERFORMANCE, SDC, XID, unspecified; default unspecified).
+	Behavior string `yaml:"behavior"`
 }
 
 // MaintenanceEvent is GKE scheduling host maintenance on nodes of a pool.
@@ -498,8 +511,19 @@ func (sc *Scenario) validate() error {
 	for i, e := range sc.Events {
 		key := fmt.Sprintf("events[%d]", i)
 		switch {
-		case (e.Maintenance == nil) == (e.Preemption == nil):
-			fail(key, "set exactly one of maintenance and preemption")
+		case countSet(e.Maintenance != nil, e.Preemption != nil, e.Report != nil) != 1:
+			fail(key, "set exactly one of maintenance, preemption and report")
+		case e.Report != nil:
+			key += ".report"
+			p := pools[e.Report.NodePool]
+			if p == nil {
+				fail(key+".nodePool", "%q is not a node pool of the scenario", e.Report.NodePool)
+				continue
+			}
+			validIndexes(fail, key+".nodes", e.Report.Nodes, p)
+			if _, ok := gke.ParseFaultBehavior(e.Report.Behavior); !ok {
+				fail(key+".behavior", "%q is not a fault behavior (PERFORMANCE, SDC, XID, unspecified)", e.Report.Behavior)
+			}
 		case e.Maintenance != nil:
 			m := e.Maintenance
 			key += ".maintenance"
@@ -529,6 +553,16 @@ func (sc *Scenario) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func countSet(set ...bool) int {
+	n := 0
+	for _, b := range set {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 func validIndexes(fail func(key, format string, args ...any), key string, indexes []int, p *NodePool) {
