@@ -263,7 +263,7 @@ func TestRecoversFromAPIServerRestart(t *testing.T) {
 	api.StartAgain()
 
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/perform-maintenance":"true"}}}`)
-	e.waitFor("change after restart", `# HELP gke_node_perform_maintenance_requested Maintenance was requested early with the label cloud.google.com/perform-maintenance=true.
+	e.waitFor("change after restart", `# HELP gke_node_perform_maintenance_requested Maintenance was requested early with the label cloud.google.com/perform-maintenance=true, or by the actions service until GKE shows it under way (GKE consumes the label seconds before it shows passthrough).
 # TYPE gke_node_perform_maintenance_requested gauge
 gke_node_perform_maintenance_requested{node="n1"} 1
 `, names...)

@@ -108,6 +108,24 @@ func TestRender(t *testing.T) {
 			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\n",
 		},
 		{
+			// GKE has consumed the label and shows no maintenance yet: the actions service's request still stands.
+			name: "the actions service's request, consumed by GKE",
+			node: annotated(node("n1", nil), map[string]string{nodeview.AnnotationAction: "perform-maintenance",
+				nodeview.AnnotationState: "maintenance-requested"}),
+			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\n",
+		},
+		{
+			name: "the actions service's request once GKE shows passthrough",
+			node: annotated(node("n1", map[string]string{gke.LabelActiveNodeMaintenance: "passthrough"}),
+				map[string]string{nodeview.AnnotationAction: "perform-maintenance", nodeview.AnnotationState: "maintenance-requested"}),
+			want: "gke_node_maintenance_state{node=\"n1\",state=\"passthrough\"} 1\n",
+		},
+		{
+			name: "the actions service's request after GKE's maintenance was seen",
+			node: annotated(node("n1", nil), map[string]string{nodeview.AnnotationAction: "perform-maintenance",
+				nodeview.AnnotationState: "maintenance-requested", nodeview.AnnotationMaintenanceSeen: "true"}),
+		},
+		{
 			name: "report-and-replace status in its documented spelling",
 			node: node("n1", map[string]string{gke.LabelReportAndReplaceStatus: "OperationRUNNING", gke.LabelFaultBehavior: "XID"}),
 			want: "gke_node_report_and_replace_status{node=\"n1\",status=\"OperationRUNNING\"} 1\n",
@@ -125,7 +143,7 @@ func TestRender(t *testing.T) {
 			name: "opportunistic maintenance started by the actions service, until it is done",
 			node: withAnnotations(node("n1", nil), map[string]string{nodeview.AnnotationAction: "opportunistic-maintenance",
 				nodeview.AnnotationState: "maintenance-requested"}),
-			want: "gke_node_opportunistic_maintenance_triggered{node=\"n1\"} 1\n",
+			want: "gke_node_perform_maintenance_requested{node=\"n1\"} 1\ngke_node_opportunistic_maintenance_triggered{node=\"n1\"} 1\n",
 		},
 		{
 			name: "opportunistic maintenance of the actions service done",

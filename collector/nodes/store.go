@@ -53,7 +53,7 @@ var families = [numFamilies]collector.TextFamily{
 	familyImpendingTermination: {Name: "gke_node_impending_termination", Type: "gauge",
 		Help: "The node has the cloud.google.com/impending-node-termination taint."},
 	familyPerformMaintenanceRequested: {Name: "gke_node_perform_maintenance_requested", Type: "gauge",
-		Help: "Maintenance was requested early with the label cloud.google.com/perform-maintenance=true."},
+		Help: "Maintenance was requested early with the label cloud.google.com/perform-maintenance=true, or by the actions service until GKE shows it under way (GKE consumes the label seconds before it shows passthrough)."},
 	familyReportAndReplaceStatus: {Name: "gke_node_report_and_replace_status", Type: "gauge",
 		Help: "GKE's progress on reporting the node's host as faulty, from the label cloud.google.com/report-and-replace-status (PodsEvicted, OperationRUNNING, OperationDone, Error); absent when none."},
 	familyUnschedulable: {Name: "gke_node_unschedulable", Type: "gauge",
@@ -136,7 +136,7 @@ func render(v *nodeview.View) *record {
 	b = appendTaints(b, name, v.ImpendingTermination, familyImpendingTermination)
 	end(familyImpendingTermination)
 
-	if v.PerformMaintenanceRequested {
+	if v.MaintenanceRequested() {
 		b = collector.AppendSample(b, families[familyPerformMaintenanceRequested].Name, 1, "node", name)
 	}
 	end(familyPerformMaintenanceRequested)

@@ -148,7 +148,7 @@ func StatusOf(node *nodeview.View) NodeStatus {
 	if len(node.ImpendingTermination) > 0 {
 		s.GKEState = append(s.GKEState, "impending-termination")
 	}
-	if node.PerformMaintenanceRequested {
+	if node.MaintenanceRequested() {
 		s.GKEState = append(s.GKEState, "perform-maintenance-requested")
 	}
 	if node.Unschedulable {
