@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -81,6 +82,28 @@ func TestFieldReplay(t *testing.T) {
 	prom, err := s.PrometheusAPI()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// From the request until the node went down, every scrape says the node is requested or in maintenance: GKE
+	// consumes the label before it shows passthrough, and the actions service's request bridges that.
+	var down time.Time
+	_ = w.check(node, func(h []nodeView) error {
+		for _, v := range h {
+			if !v.ready && v.at.After(requested) {
+				down = v.at
+				break
+			}
+		}
+		return nil
+	})
+	if down.IsZero() {
+		t.Fatal("the node never went down")
+	}
+	r := promv1.Range{Start: requested.Add(3 * time.Second), End: down, Step: time.Second}
+	q := fmt.Sprintf(`count(gke_node_perform_maintenance_requested{node=%[1]q} or gke_node_maintenance_state{node=%[1]q})`, node)
+	if m, _, _, err := prom.QueryRange(ctx, q, r); err != nil {
+		t.Fatal(err)
+	} else if mat, ok := m.(model.Matrix); !ok || len(mat) != 1 || len(mat[0].Values) < int(r.End.Sub(r.Start)/time.Second) {
+		t.Errorf("from the request to the node going down, a scrape said the node was neither requested nor in maintenance: %v", m)
 	}
 	window := fmt.Sprintf("%ds", int(time.Since(begin).Seconds())+5)
 	for _, alertname := range []string{"GKENodeMaintenanceStuck", "GKEDisruptionActionFailed", "GKEDisruptionActionsStalled"} {
