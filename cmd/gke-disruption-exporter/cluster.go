@@ -42,24 +42,7 @@ func clusterCommand(app *kingpin.Application) runFunc {
 		reg := selfRegistry()
 		collectors := map[string]collector.Collector{}
 		var synced []cache.InformerSynced
-		if *enableNodes {
-			cfg, err := kube.Config(*kubeconfig)
-			if err != nil {
-				return err
-			}
-			client, err := kubernetes.NewForConfig(userAgent(cfg))
-			if err != nil {
-				return fmt.Errorf("creating Kubernetes client: %w", err)
-			}
-			nc, err := nodes.New(logger.With("collector", "nodes"), client, reg)
-			if err != nil {
-				return err
-			}
-			go nc.Run(ctx)
-			collectors["nodes"] = nc
-			synced = append(synced, nc.HasSynced)
-		}
-		if *enableWorkloads {
+		if *enableNodes || *enableWorkloads {
 			cfg, err := kube.Config(*kubeconfig)
 			if err != nil {
 				return err
@@ -69,17 +52,34 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			if err != nil {
 				return fmt.Errorf("creating Kubernetes client: %w", err)
 			}
-			meta, err := k8smetadata.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("creating Kubernetes metadata client: %w", err)
+			var nc *nodes.Collector
+			var workloadsOpts []workloads.Option
+			if *enableNodes {
+				if nc, err = nodes.New(logger.With("collector", "nodes"), client, reg); err != nil {
+					return err
+				}
+				collectors["nodes"] = nc
+				synced = append(synced, nc.HasSynced)
+				// One watch of the Nodes for both collectors: a Node is decoded and read once, not twice.
+				workloadsOpts = append(workloadsOpts, workloads.WithNodeWatch(nc))
 			}
-			wc, err := workloads.New(logger.With("collector", "workloads"), client, meta, readinessFlags.Config(), reg)
-			if err != nil {
-				return err
+			if *enableWorkloads {
+				meta, err := k8smetadata.NewForConfig(cfg)
+				if err != nil {
+					return fmt.Errorf("creating Kubernetes metadata client: %w", err)
+				}
+				wc, err := workloads.New(logger.With("collector", "workloads"), client, meta, readinessFlags.Config(), reg,
+					workloadsOpts...)
+				if err != nil {
+					return err
+				}
+				go wc.Run(ctx)
+				collectors["workloads"] = wc
+				synced = append(synced, wc.HasSynced)
 			}
-			go wc.Run(ctx)
-			collectors["workloads"] = wc
-			synced = append(synced, wc.HasSynced)
+			if nc != nil {
+				go nc.Run(ctx) // after the workloads collector has joined its watch
+			}
 		}
 		if *enableCloudMonitoring && cloudMonitoring.Active() {
 			cfg, err := cloudMonitoring.Config()

@@ -36,6 +36,8 @@ type Collector struct {
 	parseErrors  *prometheus.CounterVec
 	freshness    *kube.Freshness
 	failureGrace time.Duration
+	// keeps are what the consumers sharing the watch (Share) keep of a node, in the order of record.shared.
+	keeps []func(*nodeview.View) any
 	// beforeEvent, when set (tests), runs before the handler applies each event.
 	beforeEvent func()
 }
@@ -78,7 +80,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, reg prometheus.Regist
 	// No indexers: the collector only walks its own store.
 	c.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &v1.Node{},
 		cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
-	if err := c.informer.SetTransform(Transform); err != nil {
+	if err := c.informer.SetTransform(func(obj any) (any, error) { return transform(obj, c.keeps) }); err != nil {
 		return nil, err
 	}
 	if err := c.informer.SetWatchErrorHandlerWithContext(watched.ErrorHandler); err != nil {
@@ -136,6 +138,47 @@ func containsError(errs []parseError, e parseError) bool {
 	}
 	return false
 }
+
+// Share makes the collector's node watch another consumer's too, so that a process running both decodes and reads
+// each Node once: keep is handed each node's View in the informer transform, and handler receives what it kept
+// (deletions included, tombstones unwrapped). Call it before Run. The registration's HasSynced tells when handler
+// has received the whole initial list.
+func (c *Collector) Share(keep func(*nodeview.View) any, handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	i := len(c.keeps)
+	c.keeps = append(c.keeps, keep)
+	kept := func(obj any) (any, bool) {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		r, ok := obj.(*record)
+		if !ok || i >= len(r.shared) {
+			return nil, false
+		}
+		return r.shared[i], true
+	}
+	return c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if k, ok := kept(obj); ok {
+				handler.OnAdd(k, false)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, _ := kept(oldObj)
+			if k, ok := kept(newObj); ok {
+				handler.OnUpdate(old, k)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if k, ok := kept(obj); ok {
+				handler.OnDelete(k)
+			}
+		},
+	})
+}
+
+// WatchErr is the node watch's failure, once it has lasted longer than the failure grace: for the consumers
+// sharing it.
+func (c *Collector) WatchErr() error { return c.freshness.Err() }
 
 // Run watches nodes until ctx ends.
 func (c *Collector) Run(ctx context.Context) {

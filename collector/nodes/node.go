@@ -25,6 +25,8 @@ type record struct {
 	ends [numFamilies]uint16
 	// bad are the values that could not be read, counted once when they first appear.
 	bad []parseError
+	// shared is what each consumer sharing the watch keeps of the node (Collector.Share).
+	shared []any
 }
 
 // parseError names a label or annotation whose value could not be read.
@@ -55,12 +57,23 @@ func (r *record) GetObjectMeta() metav1.Object {
 
 // Transform is the informer transform: it reads a node and renders its view into its record as it arrives, so the
 // cache never holds the object (status, images, managed fields, labels).
-func Transform(obj any) (any, error) {
+func Transform(obj any) (any, error) { return transform(obj, nil) }
+
+// transform is Transform that also keeps, from the same View, what each consumer sharing the watch keeps.
+func transform(obj any, keeps []func(*nodeview.View) any) (any, error) {
 	node, ok := obj.(*v1.Node)
 	if !ok {
 		return obj, nil // tombstones, and records already transformed, pass through
 	}
-	return render(nodeview.Of(node)), nil
+	v := nodeview.Of(node)
+	r := render(v)
+	if len(keeps) > 0 {
+		r.shared = make([]any, len(keeps))
+		for i, keep := range keeps {
+			r.shared[i] = keep(v)
+		}
+	}
+	return r, nil
 }
 
 // labelValue is a node label as a Prometheus label value; values that are not valid UTF-8 are dropped.

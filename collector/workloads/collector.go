@@ -29,6 +29,7 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/readiness"
 )
 
@@ -82,17 +83,20 @@ const podFieldSelector = "spec.nodeName!=,status.phase!=" + string(corev1.PodSuc
 type Collector struct {
 	logger    *slog.Logger
 	state     *state
-	nodes     *cache.Reflector
+	nodes     *cache.Reflector // nil when the node watch is shared
 	nodesSink *sink
-	pods      *cache.Reflector
-	podsSink  *sink
-	owners    metadatainformer.SharedInformerFactory
-	leaders   metadatainformer.SharedInformerFactory // LeaderWorkerSet leader pods
-	ownerInf  map[string]cache.SharedIndexInformer
-	typed     informers.SharedInformerFactory // PodDisruptionBudgets
-	configMap informers.SharedInformerFactory // the one ConfigMap
-	synced    []cache.InformerSynced
-	freshness *kube.Freshness
+	// nodeWatch is the shared node watch (WithNodeWatch), nil when the collector watches nodes itself.
+	nodeWatch   NodeWatch
+	nodesSynced cache.InformerSynced
+	pods        *cache.Reflector
+	podsSink    *sink
+	owners      metadatainformer.SharedInformerFactory
+	leaders     metadatainformer.SharedInformerFactory // LeaderWorkerSet leader pods
+	ownerInf    map[string]cache.SharedIndexInformer
+	typed       informers.SharedInformerFactory // PodDisruptionBudgets
+	configMap   informers.SharedInformerFactory // the one ConfigMap
+	synced      []cache.InformerSynced
+	freshness   *kube.Freshness
 
 	failureGrace time.Duration
 }
@@ -103,6 +107,19 @@ type Option func(*Collector)
 // WithFailureGrace sets how long a watch may fail before gke_disruption_collector_success{collector="workloads"} is 0
 // (default kube.DefaultFailureGrace).
 func WithFailureGrace(d time.Duration) Option { return func(c *Collector) { c.failureGrace = d } }
+
+// NodeWatch is a node watch another collector runs, shared so that a process running both decodes and reads each
+// Node once (nodes.Collector).
+type NodeWatch interface {
+	// Share hands keep each node's View and handler what keep returned; the registration tells when handler has
+	// received the whole initial list.
+	Share(keep func(*nodeview.View) any, handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	// WatchErr is the watch's failure, once it has lasted longer than its failure grace.
+	WatchErr() error
+}
+
+// WithNodeWatch reads nodes from w, which its owner runs, instead of from a watch of the collector's own.
+func WithNodeWatch(w NodeWatch) Option { return func(c *Collector) { c.nodeWatch = w } }
 
 // New builds the collector; Run starts its watches.
 // Its watch-error counter registers with reg.
@@ -133,31 +150,44 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 		return inf.SetWatchErrorHandlerWithContext(watched.ErrorHandler)
 	}
 
-	c.nodesSink = &sink{
-		transform: keepNode,
-		set: func(obj any) {
-			if n, ok := keptNodeOf(obj); ok {
-				c.state.setNode(n.info)
-			}
-		},
-		del: func(obj any) {
-			if n, ok := keptNodeOf(obj); ok {
-				c.state.deleteNode(n.Name)
-			}
-		},
-		replace: func(objs []any) {
-			nodes := make([]nodeInfo, 0, len(objs))
-			for _, obj := range objs {
+	if c.nodeWatch != nil {
+		reg, err := c.nodeWatch.Share(func(v *nodeview.View) any { return nodeFrom(v) }, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.state.setNode(obj.(nodeInfo)) },
+			UpdateFunc: func(_, obj any) { c.state.setNode(obj.(nodeInfo)) },
+			DeleteFunc: func(obj any) { c.state.deleteNode(obj.(nodeInfo).name) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.nodesSynced = reg.HasSynced
+	} else {
+		c.nodesSink = &sink{
+			transform: keepNode,
+			set: func(obj any) {
 				if n, ok := keptNodeOf(obj); ok {
-					nodes = append(nodes, n.info)
+					c.state.setNode(n.info)
 				}
-			}
-			c.state.replaceNodes(nodes)
-		},
+			},
+			del: func(obj any) {
+				if n, ok := keptNodeOf(obj); ok {
+					c.state.deleteNode(n.Name)
+				}
+			},
+			replace: func(objs []any) {
+				nodes := make([]nodeInfo, 0, len(objs))
+				for _, obj := range objs {
+					if n, ok := keptNodeOf(obj); ok {
+						nodes = append(nodes, n.info)
+					}
+				}
+				c.state.replaceNodes(nodes)
+			},
+		}
+		c.nodes = reflect("nodes",
+			cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
+			&corev1.Node{}, c.nodesSink)
+		c.nodesSynced = c.nodesSink.hasSynced
 	}
-	c.nodes = reflect("nodes",
-		cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", metav1.NamespaceAll, fields.Everything()),
-		&corev1.Node{}, c.nodesSink)
 
 	c.podsSink = &sink{
 		transform: keepPod,
@@ -271,7 +301,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, meta metadata.Interfa
 	if err := watchInformer("configmaps", cms); err != nil {
 		return nil, err
 	}
-	c.synced = append(c.synced, cms.HasSynced, c.nodesSink.hasSynced, c.podsSink.hasSynced)
+	c.synced = append(c.synced, cms.HasSynced, c.nodesSynced, c.podsSink.hasSynced)
 	return c, nil
 }
 
@@ -322,8 +352,10 @@ func (c *Collector) Run(ctx context.Context) {
 	c.leaders.Start(ctx.Done())
 	c.typed.Start(ctx.Done())
 	c.configMap.Start(ctx.Done())
-	go c.nodes.RunWithContext(ctx)
-	ownersSynced := append([]cache.InformerSynced{c.nodesSink.hasSynced}, c.synced[:len(c.ownerInf)]...)
+	if c.nodes != nil {
+		go c.nodes.RunWithContext(ctx)
+	}
+	ownersSynced := append([]cache.InformerSynced{c.nodesSynced}, c.synced[:len(c.ownerInf)]...)
 	if cache.WaitForCacheSync(ctx.Done(), ownersSynced...) {
 		go c.pods.RunWithContext(ctx)
 	}
@@ -351,6 +383,9 @@ var errNotSynced = errors.New("pod, node, owner, PodDisruptionBudget or ConfigMa
 func (c *Collector) Update(chan<- prometheus.Metric) error {
 	if !c.HasSynced() {
 		return errNotSynced
+	}
+	if c.nodeWatch != nil {
+		return errors.Join(c.freshness.Err(), c.nodeWatch.WatchErr())
 	}
 	return c.freshness.Err()
 }
