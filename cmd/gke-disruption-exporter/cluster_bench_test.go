@@ -47,6 +47,7 @@ func BenchmarkClusterSync(b *testing.B) {
 			for range b.N {
 				m := measureClusterSync(b, binary, api.Kubeconfig, n)
 				b.ReportMetric(m.ready.Seconds(), "ready-s")
+				b.ReportMetric(m.readyCPU.Seconds(), "cpu-until-ready-s")
 				b.ReportMetric(float64(m.nodesAtReady), "nodes-at-ready")
 				b.ReportMetric(m.complete.Seconds(), "complete-s")
 				b.ReportMetric(m.scrape.Seconds(), "scrape-s")
@@ -63,6 +64,7 @@ func BenchmarkClusterSync(b *testing.B) {
 
 type syncMeasurement struct {
 	ready, complete, scrape, gzipScrape time.Duration
+	readyCPU                            time.Duration
 	nodesAtReady                        int
 	scrapeBytes                         int
 	rss, peakRSS, scrapedRSS, heapInuse int64
@@ -91,6 +93,7 @@ func measureClusterSync(b *testing.B, binary, kubeconfig string, n int) syncMeas
 		}
 		if code, _, err := get(base + "/-/ready"); err == nil && code == http.StatusOK {
 			m.ready = time.Since(start)
+			m.readyCPU = processCPU(b, cmd.Process.Pid)
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -188,6 +191,22 @@ func scrape(b *testing.B, base, encoding string) (int, []byte) {
 		b.Fatal(err)
 	}
 	return n + int(rest), head[:n]
+}
+
+// processCPU reads the CPU time, user and system, a process has used (/proc/PID/stat, in Linux's fixed 100 ticks
+// a second).
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Skipf("no /proc: %v", err)
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces: state is the first, utime
+	// and stime the 12th and 13th.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * (time.Second / 100)
 }
 
 // processRSS reads the resident set size and its peak (VmRSS, VmHWM) of a process.
