@@ -77,6 +77,9 @@ type liveAlert struct {
 	maintenance string
 	// pool and waitCode describe a wait decision (gke_disruption_actions_waiting); empty when not waiting.
 	pool, waitCode string
+	// uid is the node a faulty-host report was asked for, as the watch knew it when received (empty when it did
+	// not): a report is about that VM's host, not about a VM re-created under the same name.
+	uid types.UID
 }
 
 // drainRun is a drain running in the background, for one incarnation of a node.
@@ -270,7 +273,10 @@ func (e *Executor) Submit(ctx context.Context, triggers []webhook.Trigger) error
 			a = &liveAlert{}
 			e.alerts[t.Node] = a
 		}
-		a.trigger, a.lastSeen, a.maintenance = t, now, ""
+		a.trigger, a.lastSeen, a.maintenance, a.uid = t, now, "", ""
+		if node, ok := e.cachedNode(t.Node); ok && t.Action == nodeview.ReportFaultyHost {
+			a.uid = node.UID
+		}
 		e.queue.Add(t.Node)
 	}
 	return nil

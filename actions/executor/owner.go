@@ -37,7 +37,8 @@ func (e *Executor) mayAct(ctx context.Context, rec nodeview.Record) bool {
 }
 
 // ownerLive reports whether the instance owning work still holds its Lease; when unsure (the Lease cannot be
-// read), it is taken as live.
+// read), it is taken as live. An owner that names no Lease (not namespace/name: edited by hand) holds none, or its
+// work would be left alone for ever.
 func (e *Executor) ownerLive(ctx context.Context, owner string) bool {
 	e.mu.Lock()
 	cached, ok := e.owners[owner]
@@ -45,8 +46,9 @@ func (e *Executor) ownerLive(ctx context.Context, owner string) bool {
 	if ok && time.Since(cached.read) < ownerCacheTTL {
 		return cached.live
 	}
-	live := true
-	if ns, name, found := strings.Cut(owner, "/"); found {
+	live := false
+	if ns, name, found := strings.Cut(owner, "/"); found && ns != "" && name != "" && !strings.Contains(name, "/") {
+		live = true
 		lease, err := e.client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

@@ -222,6 +222,14 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 	// key identifies what the work serves: the maintenance, or for a faulty-host report the incident.
 	key, report := m.Key(), t.Action == nodeview.ReportFaultyHost
+	if report && a.uid != "" && a.uid != node.UID {
+		// The node was deleted and re-created under its name (a new VM) since the report was asked for; the request
+		// kept on the old node went with it.
+		e.dropAlert(node.Name, t)
+		e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
+		log.Info("skipping faulty-host report: the node was re-created since it was asked for", "uid", node.UID, "asked_for", a.uid)
+		return 0, nil
+	}
 	if report {
 		key = nodeview.IncidentKey(t.StartsAt)
 		if done, why := e.reported(rec, node.Name, key, t); done {

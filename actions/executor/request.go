@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -30,43 +31,53 @@ func (e *Executor) keepRequests(ctx context.Context, triggers []webhook.Trigger)
 		if t.Action != nodeview.ReportFaultyHost {
 			continue
 		}
-		node, ok := e.cachedNode(t.Node)
-		if !t.Firing {
-			// The watch may not show yet a request kept a moment ago: a withdrawal reads the node as it is.
-			read, err := e.client.CoreV1().Nodes().Get(ctx, t.Node, metav1.GetOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("reading node %s to withdraw its faulty-host request: %w", t.Node, err)
-			}
-			node, ok = read, err == nil
-		}
-		if !ok {
-			continue
-		}
-		kept, has := nodeview.ReadReportRequest(node.Annotations)
-		var value any
-		var resourceVersion string // a withdrawal must not remove a newer request kept meanwhile
-		switch {
-		case t.Firing && ((has && kept.StartsAt.Equal(t.StartsAt) && kept.FaultBehavior == string(t.FaultBehavior)) ||
-			nodeview.ReadRecord(node.Annotations).Incident == nodeview.IncidentKey(t.StartsAt)):
-			continue // kept already, or claimed
-		case t.Firing:
-			value = nodeview.ReportRequest{StartsAt: t.StartsAt, FaultBehavior: string(t.FaultBehavior), Owner: e.opts.Owner,
-				ReceivedAt: time.Now()}.Encode()
-		case has && !t.StartsAt.Before(kept.StartsAt):
-			value, resourceVersion = nil, node.ResourceVersion // withdrawn
-		default:
-			continue
-		}
-		_, err := e.patchNode(ctx, t.Node, nodePatch{resourceVersion: resourceVersion, leaveOwner: true,
-			annotations: map[string]any{nodeview.AnnotationReportRequest: value}})
+		// A withdrawal is conditional on the node as read: one that changed meanwhile (a status update, another
+		// controller's label) is read again.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return e.keepRequest(ctx, t) })
 		switch {
 		case errors.Is(err, errFenced):
 			return webhook.ErrNotLeader
-		case err != nil:
+		case err != nil && t.Firing:
 			return fmt.Errorf("recording the faulty-host request on node %s: %w", t.Node, err)
+		case err != nil:
+			return fmt.Errorf("withdrawing the faulty-host request on node %s: %w", t.Node, err)
 		}
 	}
 	return nil
+}
+
+// keepRequest records t's request on its node, or removes the request a resolved t withdraws.
+func (e *Executor) keepRequest(ctx context.Context, t webhook.Trigger) error {
+	node, ok := e.cachedNode(t.Node)
+	if !t.Firing {
+		// The watch may not show yet a request kept a moment ago: a withdrawal reads the node as it is.
+		read, err := e.client.CoreV1().Nodes().Get(ctx, t.Node, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading the node: %w", err)
+		}
+		node, ok = read, err == nil
+	}
+	if !ok {
+		return nil
+	}
+	kept, has := nodeview.ReadReportRequest(node.Annotations)
+	var value any
+	var resourceVersion string // a withdrawal must not remove a newer request kept meanwhile
+	switch {
+	case t.Firing && ((has && kept.StartsAt.Equal(t.StartsAt) && kept.FaultBehavior == string(t.FaultBehavior)) ||
+		nodeview.ReadRecord(node.Annotations).Incident == nodeview.IncidentKey(t.StartsAt)):
+		return nil // kept already, or claimed
+	case t.Firing:
+		value = nodeview.ReportRequest{StartsAt: t.StartsAt, FaultBehavior: string(t.FaultBehavior), Owner: e.opts.Owner,
+			ReceivedAt: time.Now()}.Encode()
+	case has && !t.StartsAt.Before(kept.StartsAt):
+		value, resourceVersion = nil, node.ResourceVersion // withdrawn
+	default:
+		return nil
+	}
+	_, err := e.patchNode(ctx, t.Node, nodePatch{resourceVersion: resourceVersion, leaveOwner: true,
+		annotations: map[string]any{nodeview.AnnotationReportRequest: value}})
+	return err
 }
 
 // adoptRequest makes the faulty-host request kept on the node its live alert, when the node has no live alert:
@@ -80,7 +91,7 @@ func (e *Executor) adoptRequest(ctx context.Context, node *nodeview.View) (liveA
 	if req.Owner != "" && req.Owner != e.opts.Owner && e.ownerLive(ctx, req.Owner) {
 		return liveAlert{}, foreignRecheck, false
 	}
-	a := liveAlert{trigger: requestTrigger(node.Name, req), lastSeen: req.ReceivedAt}
+	a := liveAlert{trigger: requestTrigger(node.Name, req), lastSeen: req.ReceivedAt, uid: node.UID}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if live, ok := e.alerts[node.Name]; ok {
