@@ -45,6 +45,9 @@ type Options struct {
 	Config *config.Config
 	DryRun bool
 	Client kubernetes.Interface
+	// LeaseClient renews the Lease. Give it a client of its own: client-go's rate limiter is per client, and on a busy
+	// API server renewals queued behind node writes would cost the Lease. Nil: Client.
+	LeaseClient kubernetes.Interface
 	// Identity names this replica: the Lease holder and the claimed-by and cordoned-by annotations.
 	Identity string
 	// Self is this replica's pod, never evicted.
@@ -166,7 +169,7 @@ func (s *Service) Run(ctx context.Context) error {
 	lock := &fencedLock{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: s.opts.LeaseNamespace, Name: s.opts.LeaseName},
-			Client:     s.opts.Client.CoordinationV1(),
+			Client:     s.leaseClient().CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: s.opts.Identity},
 		},
 		fence:    s.fence,
@@ -179,6 +182,13 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (s *Service) leaseClient() kubernetes.Interface {
+	if s.opts.LeaseClient != nil {
+		return s.opts.LeaseClient
+	}
+	return s.opts.Client
 }
 
 // campaign runs one leader election round: it waits for the Lease, leads until the Lease is lost or ctx ends, and

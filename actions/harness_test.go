@@ -84,6 +84,9 @@ type replicaOpts struct {
 	alertmanager string
 	// wrapTransport, when set, wraps the replica's API client transport (fault injection).
 	wrapTransport func(http.RoundTripper) http.RoundTripper
+	// qps and burst, when set, limit the replica's API clients as --kube.api-qps and --kube.api-burst do.
+	qps   float32
+	burst int
 }
 
 // logBuffer keeps a replica's logs and prints them if the test fails.
@@ -123,7 +126,14 @@ func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replica
 	if o.wrapTransport != nil {
 		restConfig.Wrap(o.wrapTransport)
 	}
+	if o.qps > 0 {
+		restConfig.QPS, restConfig.Burst = o.qps, o.burst
+	}
 	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseClient, err := kubernetes.NewForConfig(restConfig) // as the command builds it: a rate limiter of its own
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +154,7 @@ func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replica
 		Config:          cfg,
 		DryRun:          o.dryRun,
 		Client:          client,
+		LeaseClient:     leaseClient,
 		Identity:        o.identity,
 		Self:            o.self,
 		LeaseName:       o.lease,

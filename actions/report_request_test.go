@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/alertmanager/template"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,6 +35,60 @@ func TestReportRequestEdges(t *testing.T) {
 	t.Run("StartDeadlineEdges", func(t *testing.T) { testReportDeadlineEdges(t, api) })
 	t.Run("WithdrawalConflict", func(t *testing.T) { testRequestWithdrawalConflict(t, api) })
 	t.Run("OwnerGoneAdoptedByOtherInstance", func(t *testing.T) { testRequestOwnerGone(t, api) })
+	t.Run("BusyClientKeepsTheLease", func(t *testing.T) { testBusyClientKeepsLease(t, api) })
+}
+
+// testBusyClientKeepsLease: at client-go's default 5 QPS, a flood of reports keeps the node client busy for far
+// longer than the Lease lasts. The Lease is renewed by a client of its own, so the leader stays leader throughout,
+// and every request is kept in the end (Alertmanager retries the batches answered 500).
+func testBusyClientKeepsLease(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-flood")
+	var alerts []template.Alert
+	for i := range 120 {
+		name := fmt.Sprintf("%s-%03d", pool, i)
+		c.node(name, a4Node(pool))
+		alerts = append(alerts, reportAlert(name, "XID", startsAt))
+	}
+	// One repair slot: one host is reported, the other requests wait, kept on their nodes.
+	r := startReplica(t, api, repairPolicy(pool, ""), replicaOpts{qps: 5, burst: 10})
+	r.waitLeading()
+	ctx, cancel := context.WithCancel(context.Background())
+	var lost atomic.Int64
+	var watched sync.WaitGroup
+	watched.Add(1)
+	go func() {
+		defer watched.Done()
+		for ctx.Err() == nil {
+			if !r.svc.Leading() {
+				lost.Add(1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	body := payload(t, alerts...)
+	deadline := time.Now().Add(3 * time.Minute)
+	for code := 0; code != http.StatusOK; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch was never answered 200 (last %d)", code)
+		}
+		code = send(context.Background(), r.url, body)
+	}
+	cancel()
+	watched.Wait()
+	if n := lost.Load(); n > 0 {
+		t.Errorf("the leader stopped leading %d times (sampled every 50ms) while its node client was busy", n)
+	}
+	kept := 0
+	for _, a := range alerts {
+		n := c.get(a.Labels["node"])
+		if v := nodeview.Of(n); v.Record.Request != nil || v.Record.Incident != "" {
+			kept++
+		}
+	}
+	if kept != len(alerts) {
+		t.Errorf("%d of %d requests kept or claimed once the batch was answered 200", kept, len(alerts))
+	}
 }
 
 // requestFor checks that the node keeps the request of the incident that began at startsAt.

@@ -68,6 +68,11 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		if err != nil {
 			return fmt.Errorf("creating Kubernetes client: %w", err)
 		}
+		// The same limits, a rate limiter of its own: node writes never delay a Lease renewal.
+		leaseClient, err := kubernetes.NewForConfig(userAgent(restConfig))
+		if err != nil {
+			return fmt.Errorf("creating Kubernetes client: %w", err)
+		}
 		identity, err := replicaIdentity()
 		if err != nil {
 			return err
@@ -94,6 +99,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			Config:          cfg,
 			DryRun:          *dryRun,
 			Client:          client,
+			LeaseClient:     leaseClient,
 			Identity:        identity,
 			Self:            types.NamespacedName{Namespace: namespace, Name: os.Getenv("POD_NAME")},
 			LeaseNamespace:  namespace,
