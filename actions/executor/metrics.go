@@ -154,19 +154,7 @@ func (w *workState) Collect(ch chan<- prometheus.Metric) {
 	for a, n := range counts {
 		ch <- prometheus.MustNewConstMetric(w.inProgress, prometheus.GaugeValue, float64(n), string(a))
 	}
-	type key struct{ action, pool, reason string }
-	waiting := map[key]int{}
-	w.e.mu.Lock()
-	for _, a := range w.e.alerts {
-		if a.waitCode != "" {
-			waiting[key{string(a.trigger.Action), a.pool, a.waitCode}]++
-		}
-	}
-	for pool, o := range w.e.opportunisticWaits {
-		waiting[key{string(nodeview.OpportunisticMaintenance), pool, o.code}] += o.nodes
-	}
-	w.e.mu.Unlock()
-	for k, n := range waiting {
+	for k, n := range w.e.book.waiting() {
 		ch <- prometheus.MustNewConstMetric(w.waiting, prometheus.GaugeValue, float64(n), k.action, k.pool, k.reason)
 	}
 }

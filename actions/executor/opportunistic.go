@@ -273,7 +273,7 @@ func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Contex
 		}
 		cfg := e.config()
 		if !cfg.Opportunistic() {
-			e.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
+			e.book.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
 			continue
 		}
 		if t := e.startIdleTracking(watchCtx, cfg); t != nil {
@@ -289,7 +289,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 	all := e.cachedViews()
 	now := time.Now()
 	waits := map[string]opportunisticWait{} // this pass's, replacing the last pass's whole
-	defer e.setOpportunisticWaits(waits)
+	defer e.book.setOpportunisticWaits(waits)
 	for i := range cfg.Pools {
 		disrupted := e.disruptedWithReserved(all)
 		p := &cfg.Pools[i]
@@ -314,14 +314,14 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		req := policy.Request{Action: nodeview.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
-		if code, why := e.dueWorkWaits(p.Name); code != "" && d.Verdict == policy.Act {
+		if code, why := e.book.dueWorkWaits(p.Name, time.Now(), pendingTTL); code != "" && d.Verdict == policy.Act {
 			// Room that frees up goes to due work first, whichever pass sees it first.
 			d = policy.Decision{Verdict: policy.Wait, Pool: p.Name, Code: code, Reason: why}
 		}
 		if d.Verdict == policy.Wait {
 			waits[p.Name] = opportunisticWait{code: d.Code, nodes: len(members)}
 			key := members[0].Maintenance.Key() + "|" + d.Code
-			if e.noteOnce(e.opportunisticWaited, members[0].Name, key) {
+			if e.book.noteOnce(noticeOpportunisticWait, members[0].Name, key) {
 				e.event(members[0].Name, members[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
 				e.logger.Info("opportunistic maintenance waits", "pool", p.Name, "node", members[0].Name, "reason", d.Reason)
 			}
@@ -332,7 +332,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			continue
 		}
 		if e.dryRun() {
-			e.simulate(req.Action, members)
+			e.book.simulate(req.Action, members)
 			for _, n := range members {
 				e.metrics.actions.WithLabelValues(string(req.Action), resultDryRun).Inc()
 				e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonDryRun, "dry run: would start opportunistic maintenance: %s", why)
@@ -362,7 +362,7 @@ func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idle
 	}
 	waits[pool] = opportunisticWait{code: policy.WaitPodOptOut, nodes: len(held)}
 	key := held[0].Maintenance.Key() + "|" + policy.WaitPodOptOut
-	if e.noteOnce(e.opportunisticWaited, held[0].Name, key) {
+	if e.book.noteOnce(noticeOpportunisticWait, held[0].Name, key) {
 		e.event(held[0].Name, held[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: pod %s asked not to be disrupted (annotation %s or %s); optional work waits until it ends",
 			nodeview.OpportunisticMaintenance, pod, policy.AnnotationDoNotDisrupt, policy.AnnotationKarpenterDoNotDisrupt)
 		e.logger.Info("opportunistic maintenance waits for a pod that opted out", "pool", pool, "node", held[0].Name, "pod", pod)
@@ -371,23 +371,7 @@ func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idle
 
 // alertSaysReschedulable reports a live alert for the node labelled can_reschedule="true".
 func (e *Executor) alertSaysReschedulable(n *nodeview.View) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	a, ok := e.alerts[n.Name]
-	return ok && a.trigger.CanReschedule
-}
-
-// opportunisticWait is an idle unit of a pool that could start its maintenance but waits: the wait's code and the
-// unit's size.
-type opportunisticWait struct {
-	code  string
-	nodes int
-}
-
-func (e *Executor) setOpportunisticWaits(waits map[string]opportunisticWait) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.opportunisticWaits = waits
+	return e.book.saysReschedulable(n.Name)
 }
 
 // preflight is what must still hold right before work disrupts the node (evicts its pods, or asks GKE for
