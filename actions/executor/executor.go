@@ -97,10 +97,8 @@ type Executor struct {
 	drains  map[string]*drainRun
 	drainWG sync.WaitGroup
 
-	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
-	idleOnce sync.Once
-	idle     *idleTracker
-	watchCtx context.Context
+	opportunistic *opportunistic
+	watchCtx      context.Context
 }
 
 // New builds an executor; Run starts its node watch, Lead its work.
@@ -117,6 +115,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		owners:   map[string]ownerLease{},
 		drains:   map[string]*drainRun{},
 	}
+	e.opportunistic = &opportunistic{e: e}
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
 	if err != nil {
@@ -270,7 +269,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 	e.mu.Unlock()
 	if watchCtx != nil {
 		workers.Add(1)
-		go func() { defer workers.Done(); e.runOpportunistic(ctx, watchCtx) }()
+		go func() { defer workers.Done(); e.opportunistic.run(ctx, watchCtx) }()
 	}
 	for range defaultWorkers {
 		workers.Add(1)

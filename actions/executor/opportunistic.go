@@ -207,9 +207,21 @@ func stripPod(obj any) (any, error) {
 	return out, nil
 }
 
+// opportunistic is the loop that takes idle nodes with reschedulable maintenance into maintenance, pool by pool,
+// while the executor leads. It decides and claims through its executor (the node cache, budgets, bookkeeping and
+// group claims, under the lock every decision takes); what it keeps of its own is the pod watch that tells which
+// nodes are idle.
+type opportunistic struct {
+	e *Executor
+	// idle tracks accelerator pods, from the first policy that asks for opportunistic maintenance.
+	idleOnce sync.Once
+	idle     *idleTracker
+}
+
 // startIdleTracking starts the pod watch the first time a policy asks for opportunistic maintenance.
-func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *idleTracker {
-	e.idleOnce.Do(func() {
+func (o *opportunistic) startIdleTracking(ctx context.Context, cfg *config.Config) *idleTracker {
+	e := o.e
+	o.idleOnce.Do(func() {
 		t := newIdleTracker(func() []string { return e.config().AcceleratorResources })
 		pods := e.client.CoreV1().Pods(metav1.NamespaceAll)
 		// On the node cache's freshness model too: errors counted as {resource="pods"}, and a stale pod cache
@@ -255,14 +267,15 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 		}
 		t.synced = reg.HasSynced
 		go inf.RunWithContext(ctx)
-		e.idle = t
+		o.idle = t
 		e.logger.Info("watching pods for opportunistic maintenance", "accelerator_resources", cfg.AcceleratorResources)
 	})
-	return e.idle
+	return o.idle
 }
 
-// runOpportunistic takes idle nodes with reschedulable maintenance into maintenance, pool by pool, while leading.
-func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Context) {
+// run decides every RequeueInterval until ctx (leading) ends; the pod watch runs until watchCtx ends.
+func (o *opportunistic) run(ctx context.Context, watchCtx context.Context) {
+	e := o.e
 	ticker := time.NewTicker(e.opts.RequeueInterval)
 	defer ticker.Stop()
 	for {
@@ -276,14 +289,15 @@ func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Contex
 			e.book.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
 			continue
 		}
-		if t := e.startIdleTracking(watchCtx, cfg); t != nil {
-			e.opportunisticPass(ctx, cfg, t)
+		if t := o.startIdleTracking(watchCtx, cfg); t != nil {
+			o.pass(ctx, cfg, t)
 		}
 	}
 }
 
-// opportunisticPass decides once for every pool with opportunistic maintenance.
-func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t *idleTracker) {
+// pass decides once for every pool with opportunistic maintenance.
+func (o *opportunistic) pass(ctx context.Context, cfg *config.Config, t *idleTracker) {
+	e := o.e
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	all := e.cachedViews()
@@ -306,7 +320,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			AlertSaysReschedulable: e.alertSaysReschedulable, OptedOut: t.optOut, Now: now}
 		members, why := policy.PickOpportunistic(in)
 		if members == nil {
-			e.noteOptOut(p.Name, in, t, waits)
+			o.noteOptOut(p.Name, in, t, waits)
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
@@ -348,7 +362,8 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 
 // noteOptOut records, when no unit of the pool may go, the unit that would go but for a pod that opted out: it waits
 // (reason pod_opt_out) until the pod ends.
-func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idleTracker, waits map[string]opportunisticWait) {
+func (o *opportunistic) noteOptOut(pool string, in policy.OpportunisticInput, t *idleTracker, waits map[string]opportunisticWait) {
+	e := o.e
 	in.OptedOut = nil
 	held, _ := policy.PickOpportunistic(in)
 	if held == nil {
