@@ -122,7 +122,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		return nil, err
 	}
 	e.metrics = m
-	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripNode))
+	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(watchNode))
 	if e.informer, e.freshness, err = nodeInformer(e.factory, opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 
 	resumed := 0
 	for _, obj := range e.informer.GetStore().List() {
-		if node, ok := obj.(*corev1.Node); ok && needsAttention(node) {
+		if node, ok := obj.(*watchedNode); ok && needsAttention(node.view) {
 			queue.Add(node.Name)
 			resumed++
 		}
@@ -333,12 +333,12 @@ func (e *Executor) enqueue(names ...string) {
 // name), and wakes the work a node change can move: the node's own, and, when a node starts or stops counting as
 // disrupted, every live alert (a budget slot may have freed).
 func (e *Executor) nodeChanged(oldObj, newObj any) {
-	oldNode, _ := oldObj.(*corev1.Node)
-	newNode, _ := newObj.(*corev1.Node)
+	oldNode, _ := oldObj.(*watchedNode)
+	newNode, _ := newObj.(*watchedNode)
 	if newNode == nil && oldNode != nil {
 		e.metrics.state.forget(oldNode.Name)
 		e.stopDrain(oldNode.Name, "")
-		if r := nodeview.ReadRecord(oldNode.Annotations); r.Phase == nodeview.Accepted || r.Phase == nodeview.Draining {
+		if r := oldNode.view.Record; r.Phase == nodeview.Accepted || r.Phase == nodeview.Draining {
 			e.nodeGone(oldNode.Name, r)
 		}
 		e.book.forget(oldNode.Name)
@@ -348,17 +348,17 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 	if newNode == nil {
 		return
 	}
-	e.metrics.state.observe(newNode)
+	e.metrics.state.observe(newNode.view)
 	if oldNode != nil && oldNode.UID != newNode.UID {
 		e.stopDrain(newNode.Name, newNode.UID)
 	}
 	var names []string
 	_, alerted := e.book.alert(newNode.Name)
-	if needsAttention(newNode) || alerted {
+	if needsAttention(newNode.view) || alerted {
 		names = append(names, newNode.Name)
 	}
 	e.enqueue(names...)
-	if oldNode == nil || nodeview.Of(oldNode).Disrupted() != nodeview.Of(newNode).Disrupted() {
+	if oldNode == nil || oldNode.view.Disrupted() != newNode.view.Disrupted() {
 		e.enqueueAlerts()
 	}
 }
@@ -378,44 +378,43 @@ func (e *Executor) enqueueAlerts() { e.enqueue(e.book.alerted()...) }
 
 // needsAttention reports work of ours on the node that is not finished: in progress, a cordon still to lift, or a
 // faulty-host request kept and not yet claimed.
-func needsAttention(node *corev1.Node) bool {
-	r := nodeview.Of(node).Record
+func needsAttention(node *nodeview.View) bool {
+	r := node.Record
 	return r.Active() || r.HoldsCordon() || r.Request != nil
 }
 
 // Nodes lists the watched nodes: the informer's stripped copies, not to be changed.
 func (e *Executor) Nodes() []*nodeview.View { return e.cachedViews() }
 
-// cachedNodes lists the informer's nodes.
-func (e *Executor) cachedNodes() []*corev1.Node {
+// cachedViews are the Views of the informer's nodes, as read when the watch delivered them.
+func (e *Executor) cachedViews() []*nodeview.View {
 	objs := e.informer.GetStore().List()
-	out := make([]*corev1.Node, 0, len(objs))
+	out := make([]*nodeview.View, 0, len(objs))
 	for _, obj := range objs {
-		if n, ok := obj.(*corev1.Node); ok {
-			out = append(out, n)
+		if w, ok := obj.(*watchedNode); ok {
+			out = append(out, w.view)
 		}
 	}
 	return out
 }
 
-// cachedViews reads the informer's nodes.
-func (e *Executor) cachedViews() []*nodeview.View {
-	nodes := e.cachedNodes()
-	out := make([]*nodeview.View, len(nodes))
-	for i, n := range nodes {
-		out[i] = nodeview.Of(n)
-	}
-	return out
-}
-
-// cachedNode returns the informer's copy of a node.
-func (e *Executor) cachedNode(name string) (*corev1.Node, bool) {
+// cached returns the informer's copy of a node, with its View.
+func (e *Executor) cached(name string) (*watchedNode, bool) {
 	obj, ok, _ := e.informer.GetStore().GetByKey(name)
 	if !ok {
 		return nil, false
 	}
-	n, ok := obj.(*corev1.Node)
-	return n, ok
+	w, ok := obj.(*watchedNode)
+	return w, ok
+}
+
+// cachedNode returns the informer's copy of a node.
+func (e *Executor) cachedNode(name string) (*corev1.Node, bool) {
+	w, ok := e.cached(name)
+	if !ok {
+		return nil, false
+	}
+	return w.Node, true
 }
 
 // waitForCache blocks until the informer holds the node at resourceVersion rv or later, so the next decision counts

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -104,8 +103,8 @@ func newWorkState(e *Executor) *workState {
 }
 
 // observe records the node's work from its annotations.
-func (w *workState) observe(node *corev1.Node) {
-	r := nodeview.Of(node).Record
+func (w *workState) observe(node *nodeview.View) {
+	r := node.Record
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if (!r.Active() && !r.HoldsCordon()) || (r.Owner != "" && r.Owner != w.e.opts.Owner) {

@@ -146,13 +146,13 @@ func (e *Executor) notStarted(ctx context.Context, node *corev1.Node, rec nodevi
 // brings; a claim made from the cache is still conditional on the node's resourceVersion), and work another live
 // instance owns (looked at only for its owner's Lease). Hundreds of waiting alerts thus cost no API requests.
 func (e *Executor) readNode(ctx context.Context, name string) (*corev1.Node, error) {
-	if n, ok := e.cachedNode(name); ok {
-		r := nodeview.ReadRecord(n.Annotations)
+	if w, ok := e.cached(name); ok {
+		r := w.view.Record
 		a, alerted := e.book.alert(name)
 		waiting := alerted && a.waitCode != "" && !r.Active() && !r.HoldsCordon()
 		foreign := (r.Active() || r.HoldsCordon()) && r.Owner != "" && r.Owner != e.opts.Owner && e.ownerLive(ctx, r.Owner)
 		if waiting || foreign {
-			return n.DeepCopy(), nil
+			return w.Node.DeepCopy(), nil
 		}
 	}
 	return e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -479,11 +479,11 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 		if name == node.Name {
 			continue
 		}
-		cached, ok := e.cachedNode(name)
+		cached, ok := e.cached(name)
 		if !ok {
 			continue
 		}
-		n := nodeview.Of(cached)
+		n := cached.view
 		if r := n.Record; strings.Join(r.Group, ",") == group && (r.Active() || r.Phase == nodeview.Done || r.Phase == nodeview.Failed) {
 			continue
 		}

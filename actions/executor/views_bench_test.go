@@ -28,7 +28,7 @@ func BenchmarkCachedViews(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range 10000 {
-		obj, err := stripNode(benchGPUNode(i))
+		obj, err := watchNode(benchGPUNode(i))
 		if err != nil {
 			b.Fatal(err)
 		}
