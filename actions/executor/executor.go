@@ -89,6 +89,7 @@ type Executor struct {
 	// decideMu serialises decisions and group claims, so each one sees every claim made before it.
 	decideMu sync.Mutex
 
+	// book is what the leader remembers between decisions: live alerts, notices sent, dry-run claims.
 	book *bookkeeping
 
 	mu      sync.Mutex
@@ -97,6 +98,7 @@ type Executor struct {
 	drains  map[string]*drainRun
 	drainWG sync.WaitGroup
 
+	// opportunistic runs while leading; its pod watch, once started, runs until watchCtx (Run's) ends.
 	opportunistic *opportunistic
 	watchCtx      context.Context
 }
