@@ -134,8 +134,8 @@ func (b *bookkeeping) withdraw(name string, t webhook.Trigger) {
 	}
 }
 
-// still changes the node's live alert if it is still the one received as t.
-func (b *bookkeeping) still(name string, t webhook.Trigger, change func(*liveAlert)) {
+// changeIfStill changes the node's live alert if it is still the one received as t.
+func (b *bookkeeping) changeIfStill(name string, t webhook.Trigger, change func(*liveAlert)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if a, ok := b.alerts[name]; ok && a.trigger == t {
@@ -146,12 +146,12 @@ func (b *bookkeeping) still(name string, t webhook.Trigger, change func(*liveAle
 // bind records the work key (a maintenance, or a faulty-host report's incident) alert t was decided for; it is no
 // longer waiting.
 func (b *bookkeeping) bind(name string, t webhook.Trigger, key string) {
-	b.still(name, t, func(a *liveAlert) { a.maintenance, a.pool, a.waitCode = key, "", "" })
+	b.changeIfStill(name, t, func(a *liveAlert) { a.maintenance, a.pool, a.waitCode = key, "", "" })
 }
 
 // waits records that alert t waits, in pool, for code (gke_disruption_actions_waiting).
 func (b *bookkeeping) waits(name string, t webhook.Trigger, pool, code string) {
-	b.still(name, t, func(a *liveAlert) { a.pool, a.waitCode = pool, code })
+	b.changeIfStill(name, t, func(a *liveAlert) { a.pool, a.waitCode = pool, code })
 }
 
 // stopsWaiting records that alert t no longer waits.
