@@ -244,3 +244,20 @@ func TestBookkeepingDueWorkWaits(t *testing.T) {
 		t.Errorf("served work still waits: code %q", code)
 	}
 }
+
+// A request kept on the node is adopted as its live alert only when no alert was received meanwhile.
+func TestBookkeepingAdopt(t *testing.T) {
+	b := newBookkeeping()
+	kept := liveAlert{trigger: firing("n", nodeview.ReportFaultyHost, bookStart), lastSeen: bookStart}
+	if a, adopted := b.adopt("n", kept); !adopted || a != kept {
+		t.Fatalf("adopted %v: %+v", adopted, a)
+	}
+	if a, ok := b.alert("n"); !ok || a != kept {
+		t.Errorf("live alert %+v after adopting", a)
+	}
+	received := firing("m", nodeview.ReportFaultyHost, bookStart.Add(time.Minute))
+	b.take(received, bookStart.Add(time.Minute), "")
+	if a, adopted := b.adopt("m", liveAlert{trigger: firing("m", nodeview.ReportFaultyHost, bookStart)}); adopted || a.trigger != received {
+		t.Errorf("adopted %v over an alert received meanwhile: %+v", adopted, a)
+	}
+}
