@@ -264,6 +264,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	cfg := e.config()
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
+	if !report && e.dryRun() && e.book.simulatedServes(node) {
+		// A group decided while this decision waited took the node in: a repeat, as a real claim's conflict makes it.
+		e.book.bind(node.Name, t, m.Key())
+		return 0, nil
+	}
 	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
