@@ -375,6 +375,9 @@ func (o *opportunistic) noteOptOut(pool string, in policy.OpportunisticInput, t 
 			break
 		}
 	}
+	if pod == "" {
+		return // the second pick differs by the clock (a node idle long enough in between), not by a pod
+	}
 	waits[pool] = opportunisticWait{code: policy.WaitPodOptOut, nodes: len(held)}
 	key := held[0].Maintenance.Key() + "|" + policy.WaitPodOptOut
 	if e.book.noteOnce(noticeOpportunisticWait, held[0].Name, key) {
