@@ -67,21 +67,6 @@ type Options struct {
 	Fence func() bool
 }
 
-// liveAlert is the latest firing alert for a node.
-type liveAlert struct {
-	trigger  webhook.Trigger
-	lastSeen time.Time
-	// maintenance is the key of the maintenance the alert was decided for first after it was (last) received:
-	// empty until then. An alert bound to a maintenance that has since moved later does not act for the new one
-	// until it is received again; a maintenance that moved earlier is still covered (the alert's lead time holds).
-	maintenance string
-	// pool and waitCode describe a wait decision (gke_disruption_actions_waiting); empty when not waiting.
-	pool, waitCode string
-	// uid is the node a faulty-host report was asked for, as the watch knew it when received (empty when it did
-	// not): a report is about that VM's host, not about a VM re-created under the same name.
-	uid types.UID
-}
-
 // drainRun is a drain running in the background, for one incarnation of a node.
 type drainRun struct {
 	uid    types.UID
@@ -104,29 +89,18 @@ type Executor struct {
 	// decideMu serialises decisions and group claims, so each one sees every claim made before it.
 	decideMu sync.Mutex
 
-	mu        sync.Mutex
-	queue     workqueue.TypedRateLimitingInterface[string] // nil while not leading
-	alerts    map[string]*liveAlert
-	refused   map[string]string // node -> maintenance|reason of the last refusal evented and counted
-	waited    map[string]string // node -> maintenance|code of the last wait evented
-	foreign   map[string]string // node -> owner|maintenance of another instance's work last reported
-	owners    map[string]ownerLease
-	simulated map[string]simulatedClaim
-	drains    map[string]*drainRun
-	drainWG   sync.WaitGroup
+	// book is what the leader remembers between decisions: live alerts, notices sent, dry-run claims.
+	book *bookkeeping
 
-	// opportunisticWaited is waited for opportunistic maintenance; opportunisticWaits holds, per policy pool, the
-	// idle unit that could go now but waits, and why (gke_disruption_actions_waiting).
-	opportunisticWaited map[string]string
-	opportunisticWaits  map[string]opportunisticWait
-	// givenBack is node -> maintenance key of opportunistic work given back to make room for due work: the idle
-	// picker leaves that maintenance to GKE.
-	givenBack map[string]string
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[string] // nil while not leading
+	owners  map[string]ownerLease
+	drains  map[string]*drainRun
+	drainWG sync.WaitGroup
 
-	// idle tracks accelerator pods for opportunistic maintenance, from the first policy that asks for it.
-	idleOnce sync.Once
-	idle     *idleTracker
-	watchCtx context.Context
+	// opportunistic runs while leading; its pod watch, once started, runs until watchCtx (Run's) ends.
+	opportunistic *opportunistic
+	watchCtx      context.Context
 }
 
 // New builds an executor; Run starts its node watch, Lead its work.
@@ -135,29 +109,22 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		opts.RequeueInterval = DefaultRequeueInterval
 	}
 	e := &Executor{
-		logger:    logger,
-		opts:      opts,
-		client:    opts.Client,
-		recorder:  opts.Recorder,
-		alerts:    map[string]*liveAlert{},
-		refused:   map[string]string{},
-		waited:    map[string]string{},
-		foreign:   map[string]string{},
-		owners:    map[string]ownerLease{},
-		simulated: map[string]simulatedClaim{},
-		drains:    map[string]*drainRun{},
-
-		opportunisticWaited: map[string]string{},
-		opportunisticWaits:  map[string]opportunisticWait{},
-		givenBack:           map[string]string{},
+		logger:   logger,
+		opts:     opts,
+		client:   opts.Client,
+		recorder: opts.Recorder,
+		book:     newBookkeeping(),
+		owners:   map[string]ownerLease{},
+		drains:   map[string]*drainRun{},
 	}
+	e.opportunistic = &opportunistic{e: e}
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
 	if err != nil {
 		return nil, err
 	}
 	e.metrics = m
-	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripNode))
+	e.factory = informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(watchNode))
 	if e.informer, e.freshness, err = nodeInformer(e.factory, opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -258,25 +225,18 @@ func (e *Executor) Submit(ctx context.Context, triggers []webhook.Trigger) error
 	}
 	now := time.Now()
 	for _, t := range triggers {
-		a := e.alerts[t.Node]
 		if !t.Firing {
-			if a != nil && a.trigger.Action == t.Action && !t.StartsAt.Before(a.trigger.StartsAt) {
-				delete(e.alerts, t.Node)
-				if a.waitCode != "" {
-					e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
-					e.logger.Info("alert resolved; waiting work withdrawn", "node", t.Node, "action", t.Action)
-				}
+			if e.book.resolve(t) {
+				e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
+				e.logger.Info("alert resolved; waiting work withdrawn", "node", t.Node, "action", t.Action)
 			}
 			continue
 		}
-		if a == nil || a.trigger.Action != t.Action {
-			a = &liveAlert{}
-			e.alerts[t.Node] = a
-		}
-		a.trigger, a.lastSeen, a.maintenance, a.uid = t, now, "", ""
+		var uid types.UID
 		if node, ok := e.cachedNode(t.Node); ok && t.Action == nodeview.ReportFaultyHost {
-			a.uid = node.UID
+			uid = node.UID
 		}
+		e.book.take(t, now, uid)
 		e.queue.Add(t.Node)
 	}
 	return nil
@@ -298,7 +258,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 
 	resumed := 0
 	for _, obj := range e.informer.GetStore().List() {
-		if node, ok := obj.(*corev1.Node); ok && needsAttention(node) {
+		if node, ok := obj.(*watchedNode); ok && needsAttention(node.view) {
 			queue.Add(node.Name)
 			resumed++
 		}
@@ -311,7 +271,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 	e.mu.Unlock()
 	if watchCtx != nil {
 		workers.Add(1)
-		go func() { defer workers.Done(); e.runOpportunistic(ctx, watchCtx) }()
+		go func() { defer workers.Done(); e.opportunistic.run(ctx, watchCtx) }()
 	}
 	for range defaultWorkers {
 		workers.Add(1)
@@ -330,15 +290,9 @@ func (e *Executor) Lead(ctx context.Context) error {
 	workers.Wait()
 	e.drainWG.Wait()
 	e.mu.Lock()
-	clear(e.alerts)
-	clear(e.refused)
-	clear(e.waited)
-	clear(e.foreign)
 	clear(e.owners)
-	clear(e.simulated)
-	clear(e.opportunisticWaited)
-	clear(e.opportunisticWaits)
 	e.mu.Unlock()
+	e.book.reset()
 	e.metrics.leader.Set(0)
 	e.logger.Info("stopped leading")
 	return nil
@@ -381,40 +335,32 @@ func (e *Executor) enqueue(names ...string) {
 // name), and wakes the work a node change can move: the node's own, and, when a node starts or stops counting as
 // disrupted, every live alert (a budget slot may have freed).
 func (e *Executor) nodeChanged(oldObj, newObj any) {
-	oldNode, _ := oldObj.(*corev1.Node)
-	newNode, _ := newObj.(*corev1.Node)
+	oldNode, _ := oldObj.(*watchedNode)
+	newNode, _ := newObj.(*watchedNode)
 	if newNode == nil && oldNode != nil {
 		e.metrics.state.forget(oldNode.Name)
 		e.stopDrain(oldNode.Name, "")
-		if r := nodeview.ReadRecord(oldNode.Annotations); r.Phase == nodeview.Accepted || r.Phase == nodeview.Draining {
+		if r := oldNode.view.Record; r.Phase == nodeview.Accepted || r.Phase == nodeview.Draining {
 			e.nodeGone(oldNode.Name, r)
 		}
-		e.mu.Lock()
-		delete(e.alerts, oldNode.Name)
-		delete(e.refused, oldNode.Name)
-		delete(e.waited, oldNode.Name)
-		delete(e.foreign, oldNode.Name)
-		delete(e.opportunisticWaited, oldNode.Name)
-		delete(e.givenBack, oldNode.Name)
-		delete(e.simulated, oldNode.Name)
-		e.mu.Unlock()
+		e.book.forget(oldNode.Name)
 		e.enqueueAlerts()
 		return
 	}
 	if newNode == nil {
 		return
 	}
-	e.metrics.state.observe(newNode)
+	e.metrics.state.observe(newNode.view)
 	if oldNode != nil && oldNode.UID != newNode.UID {
 		e.stopDrain(newNode.Name, newNode.UID)
 	}
 	var names []string
-	_, alerted := e.liveAlert(newNode.Name)
-	if needsAttention(newNode) || alerted {
+	_, alerted := e.book.alert(newNode.Name)
+	if needsAttention(newNode.view) || alerted {
 		names = append(names, newNode.Name)
 	}
 	e.enqueue(names...)
-	if oldNode == nil || nodeview.Of(oldNode).Disrupted() != nodeview.Of(newNode).Disrupted() {
+	if oldNode == nil || oldNode.view.Disrupted() != newNode.view.Disrupted() {
 		e.enqueueAlerts()
 	}
 }
@@ -430,85 +376,47 @@ func (e *Executor) nodeGone(name string, r nodeview.Record) {
 }
 
 // enqueueAlerts wakes every node with a live alert.
-func (e *Executor) enqueueAlerts() {
-	e.mu.Lock()
-	names := make([]string, 0, len(e.alerts))
-	for name := range e.alerts {
-		names = append(names, name)
-	}
-	e.mu.Unlock()
-	e.enqueue(names...)
-}
+func (e *Executor) enqueueAlerts() { e.enqueue(e.book.alerted()...) }
 
 // needsAttention reports work of ours on the node that is not finished: in progress, a cordon still to lift, or a
 // faulty-host request kept and not yet claimed.
-func needsAttention(node *corev1.Node) bool {
-	r := nodeview.Of(node).Record
+func needsAttention(node *nodeview.View) bool {
+	r := node.Record
 	return r.Active() || r.HoldsCordon() || r.Request != nil
-}
-
-// liveAlert returns a copy of the node's live alert.
-func (e *Executor) liveAlert(name string) (liveAlert, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	a, ok := e.alerts[name]
-	if !ok {
-		return liveAlert{}, false
-	}
-	return *a, true
-}
-
-// updateAlert changes the node's live alert if it is still the one received as t.
-func (e *Executor) updateAlert(name string, t webhook.Trigger, change func(*liveAlert)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if a, ok := e.alerts[name]; ok && a.trigger == t {
-		change(a)
-	}
-}
-
-// dropAlert removes the node's live alert if it is still t; a newer alert that arrived meanwhile stays.
-func (e *Executor) dropAlert(name string, t webhook.Trigger) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if a, ok := e.alerts[name]; ok && a.trigger == t {
-		delete(e.alerts, name)
-	}
 }
 
 // Nodes lists the watched nodes: the informer's stripped copies, not to be changed.
 func (e *Executor) Nodes() []*nodeview.View { return e.cachedViews() }
 
-// cachedNodes lists the informer's nodes.
-func (e *Executor) cachedNodes() []*corev1.Node {
+// cachedViews are the Views of the informer's nodes, as read when the watch delivered them.
+func (e *Executor) cachedViews() []*nodeview.View {
 	objs := e.informer.GetStore().List()
-	out := make([]*corev1.Node, 0, len(objs))
+	out := make([]*nodeview.View, 0, len(objs))
 	for _, obj := range objs {
-		if n, ok := obj.(*corev1.Node); ok {
-			out = append(out, n)
+		if w, ok := obj.(*watchedNode); ok {
+			out = append(out, w.view)
 		}
 	}
 	return out
 }
 
-// cachedViews reads the informer's nodes.
-func (e *Executor) cachedViews() []*nodeview.View {
-	nodes := e.cachedNodes()
-	out := make([]*nodeview.View, len(nodes))
-	for i, n := range nodes {
-		out[i] = nodeview.Of(n)
-	}
-	return out
-}
-
-// cachedNode returns the informer's copy of a node.
-func (e *Executor) cachedNode(name string) (*corev1.Node, bool) {
+// cached returns the informer's copy of a node, with its View.
+func (e *Executor) cached(name string) (*watchedNode, bool) {
 	obj, ok, _ := e.informer.GetStore().GetByKey(name)
 	if !ok {
 		return nil, false
 	}
-	n, ok := obj.(*corev1.Node)
-	return n, ok
+	w, ok := obj.(*watchedNode)
+	return w, ok
+}
+
+// cachedNode returns the informer's copy of a node.
+func (e *Executor) cachedNode(name string) (*corev1.Node, bool) {
+	w, ok := e.cached(name)
+	if !ok {
+		return nil, false
+	}
+	return w.Node, true
 }
 
 // waitForCache blocks until the informer holds the node at resourceVersion rv or later, so the next decision counts

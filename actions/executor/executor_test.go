@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func readyNode(labels map[string]string, mutate ...func(*corev1.Node)) *corev1.Node {
@@ -75,5 +77,36 @@ func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 	}
 	if nodeview.Of(out).Disrupted() != nodeview.Of(node).Disrupted() {
 		t.Error("stripping changed whether the node counts as disrupted")
+	}
+}
+
+// The node cache holds each node's View, read from the stripped node as the watch delivers it; handed back what it
+// made, the transform changes nothing.
+func TestWatchNodeReadsTheViewOnce(t *testing.T) {
+	node := readyNode(map[string]string{gke.LabelScheduledMaintenanceTime: "1767607200"}, func(n *corev1.Node) {
+		n.ResourceVersion, n.UID = "42", "uid-n"
+		n.Annotations = map[string]string{nodeview.AnnotationState: "accepted", "node.alpha.kubernetes.io/ttl": "0"}
+	})
+	obj, err := watchNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := obj.(*watchedNode)
+	stripped, _ := stripNode(node)
+	if !reflect.DeepEqual(w.Node, stripped) || !reflect.DeepEqual(w.view, nodeview.Of(stripped.(*corev1.Node))) {
+		t.Errorf("cached %+v with view %+v, want the stripped node and its view", w.Node, w.view)
+	}
+	if w.view.Name != "n" || w.view.ResourceVersion != "42" || w.view.UID != "uid-n" || !w.view.Maintenance.Pending() || !w.view.Record.Active() {
+		t.Errorf("view lost what claims need: %+v", w.view)
+	}
+	if again, _ := watchNode(w); again != w {
+		t.Error("transforming a cached node again made a new one")
+	}
+	if cp := w.DeepCopyObject().(*watchedNode); cp.Node == w.Node || cp.view != w.view {
+		t.Error("a copy shares the node or lost the view")
+	}
+	tombstone := cache.DeletedFinalStateUnknown{Key: "n", Obj: w}
+	if got, _ := watchNode(tombstone); got != tombstone {
+		t.Error("a tombstone did not pass through")
 	}
 }

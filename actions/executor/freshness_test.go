@@ -45,7 +45,7 @@ func TestNodeCacheFreshness(t *testing.T) {
 		}
 		return nil
 	})
-	idle := e.startIdleTracking(ctx, cfg)
+	idle := e.opportunistic.startIdleTracking(ctx, cfg)
 	testenv.Eventually(t, 30*time.Second, "the pod list read", func() error {
 		if !idle.synced() {
 			return context.DeadlineExceeded

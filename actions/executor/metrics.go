@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -104,8 +103,8 @@ func newWorkState(e *Executor) *workState {
 }
 
 // observe records the node's work from its annotations.
-func (w *workState) observe(node *corev1.Node) {
-	r := nodeview.Of(node).Record
+func (w *workState) observe(node *nodeview.View) {
+	r := node.Record
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if (!r.Active() && !r.HoldsCordon()) || (r.Owner != "" && r.Owner != w.e.opts.Owner) {
@@ -154,19 +153,7 @@ func (w *workState) Collect(ch chan<- prometheus.Metric) {
 	for a, n := range counts {
 		ch <- prometheus.MustNewConstMetric(w.inProgress, prometheus.GaugeValue, float64(n), string(a))
 	}
-	type key struct{ action, pool, reason string }
-	waiting := map[key]int{}
-	w.e.mu.Lock()
-	for _, a := range w.e.alerts {
-		if a.waitCode != "" {
-			waiting[key{string(a.trigger.Action), a.pool, a.waitCode}]++
-		}
-	}
-	for pool, o := range w.e.opportunisticWaits {
-		waiting[key{string(nodeview.OpportunisticMaintenance), pool, o.code}] += o.nodes
-	}
-	w.e.mu.Unlock()
-	for k, n := range waiting {
+	for k, n := range w.e.book.waiting() {
 		ch <- prometheus.MustNewConstMetric(w.waiting, prometheus.GaugeValue, float64(n), k.action, k.pool, k.reason)
 	}
 }

@@ -207,9 +207,21 @@ func stripPod(obj any) (any, error) {
 	return out, nil
 }
 
+// opportunistic is the loop that takes idle nodes with reschedulable maintenance into maintenance, pool by pool,
+// while the executor leads. It decides and claims through its executor (the node cache, budgets, bookkeeping and
+// group claims, under the lock every decision takes); what it keeps of its own is the pod watch that tells which
+// nodes are idle.
+type opportunistic struct {
+	e *Executor
+	// idle tracks accelerator pods, from the first policy that asks for opportunistic maintenance.
+	idleOnce sync.Once
+	idle     *idleTracker
+}
+
 // startIdleTracking starts the pod watch the first time a policy asks for opportunistic maintenance.
-func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *idleTracker {
-	e.idleOnce.Do(func() {
+func (o *opportunistic) startIdleTracking(ctx context.Context, cfg *config.Config) *idleTracker {
+	e := o.e
+	o.idleOnce.Do(func() {
 		t := newIdleTracker(func() []string { return e.config().AcceleratorResources })
 		pods := e.client.CoreV1().Pods(metav1.NamespaceAll)
 		// On the node cache's freshness model too: errors counted as {resource="pods"}, and a stale pod cache
@@ -255,14 +267,15 @@ func (e *Executor) startIdleTracking(ctx context.Context, cfg *config.Config) *i
 		}
 		t.synced = reg.HasSynced
 		go inf.RunWithContext(ctx)
-		e.idle = t
+		o.idle = t
 		e.logger.Info("watching pods for opportunistic maintenance", "accelerator_resources", cfg.AcceleratorResources)
 	})
-	return e.idle
+	return o.idle
 }
 
-// runOpportunistic takes idle nodes with reschedulable maintenance into maintenance, pool by pool, while leading.
-func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Context) {
+// run decides every RequeueInterval until ctx (leading) ends; the pod watch runs until watchCtx ends.
+func (o *opportunistic) run(ctx context.Context, watchCtx context.Context) {
+	e := o.e
 	ticker := time.NewTicker(e.opts.RequeueInterval)
 	defer ticker.Stop()
 	for {
@@ -273,23 +286,24 @@ func (e *Executor) runOpportunistic(ctx context.Context, watchCtx context.Contex
 		}
 		cfg := e.config()
 		if !cfg.Opportunistic() {
-			e.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
+			e.book.setOpportunisticWaits(nil) // a reload took opportunistic maintenance away: nothing waits for it
 			continue
 		}
-		if t := e.startIdleTracking(watchCtx, cfg); t != nil {
-			e.opportunisticPass(ctx, cfg, t)
+		if t := o.startIdleTracking(watchCtx, cfg); t != nil {
+			o.pass(ctx, cfg, t)
 		}
 	}
 }
 
-// opportunisticPass decides once for every pool with opportunistic maintenance.
-func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t *idleTracker) {
+// pass decides once for every pool with opportunistic maintenance.
+func (o *opportunistic) pass(ctx context.Context, cfg *config.Config, t *idleTracker) {
+	e := o.e
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	all := e.cachedViews()
 	now := time.Now()
 	waits := map[string]opportunisticWait{} // this pass's, replacing the last pass's whole
-	defer e.setOpportunisticWaits(waits)
+	defer e.book.setOpportunisticWaits(waits)
 	for i := range cfg.Pools {
 		disrupted := e.disruptedWithReserved(all)
 		p := &cfg.Pools[i]
@@ -306,7 +320,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			AlertSaysReschedulable: e.alertSaysReschedulable, OptedOut: t.optOut, Now: now}
 		members, why := policy.PickOpportunistic(in)
 		if members == nil {
-			e.noteOptOut(p.Name, in, t, waits)
+			o.noteOptOut(p.Name, in, t, waits)
 			continue
 		}
 		// Windows, pause, the cluster cap and the pool's own budget hold as for any action.
@@ -314,14 +328,14 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 		req := policy.Request{Action: nodeview.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
 			Disrupted: disrupted, Now: now})
-		if code, why := e.dueWorkWaits(p.Name); code != "" && d.Verdict == policy.Act {
+		if code, why := e.book.dueWorkWaits(p.Name, time.Now(), pendingTTL); code != "" && d.Verdict == policy.Act {
 			// Room that frees up goes to due work first, whichever pass sees it first.
 			d = policy.Decision{Verdict: policy.Wait, Pool: p.Name, Code: code, Reason: why}
 		}
 		if d.Verdict == policy.Wait {
 			waits[p.Name] = opportunisticWait{code: d.Code, nodes: len(members)}
 			key := members[0].Maintenance.Key() + "|" + d.Code
-			if e.noteOnce(e.opportunisticWaited, members[0].Name, key) {
+			if e.book.noteOnce(noticeOpportunisticWait, members[0].Name, key) {
 				e.event(members[0].Name, members[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s (%s)", req.Action, d.Reason, why)
 				e.logger.Info("opportunistic maintenance waits", "pool", p.Name, "node", members[0].Name, "reason", d.Reason)
 			}
@@ -332,7 +346,7 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 			continue
 		}
 		if e.dryRun() {
-			e.simulate(req.Action, members)
+			e.book.simulate(req.Action, members)
 			for _, n := range members {
 				e.metrics.actions.WithLabelValues(string(req.Action), resultDryRun).Inc()
 				e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonDryRun, "dry run: would start opportunistic maintenance: %s", why)
@@ -348,7 +362,8 @@ func (e *Executor) opportunisticPass(ctx context.Context, cfg *config.Config, t 
 
 // noteOptOut records, when no unit of the pool may go, the unit that would go but for a pod that opted out: it waits
 // (reason pod_opt_out) until the pod ends.
-func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idleTracker, waits map[string]opportunisticWait) {
+func (o *opportunistic) noteOptOut(pool string, in policy.OpportunisticInput, t *idleTracker, waits map[string]opportunisticWait) {
+	e := o.e
 	in.OptedOut = nil
 	held, _ := policy.PickOpportunistic(in)
 	if held == nil {
@@ -360,9 +375,12 @@ func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idle
 			break
 		}
 	}
+	if pod == "" {
+		return // the second pick differs by the clock (a node idle long enough in between), not by a pod
+	}
 	waits[pool] = opportunisticWait{code: policy.WaitPodOptOut, nodes: len(held)}
 	key := held[0].Maintenance.Key() + "|" + policy.WaitPodOptOut
-	if e.noteOnce(e.opportunisticWaited, held[0].Name, key) {
+	if e.book.noteOnce(noticeOpportunisticWait, held[0].Name, key) {
 		e.event(held[0].Name, held[0].UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: pod %s asked not to be disrupted (annotation %s or %s); optional work waits until it ends",
 			nodeview.OpportunisticMaintenance, pod, policy.AnnotationDoNotDisrupt, policy.AnnotationKarpenterDoNotDisrupt)
 		e.logger.Info("opportunistic maintenance waits for a pod that opted out", "pool", pool, "node", held[0].Name, "pod", pod)
@@ -371,23 +389,7 @@ func (e *Executor) noteOptOut(pool string, in policy.OpportunisticInput, t *idle
 
 // alertSaysReschedulable reports a live alert for the node labelled can_reschedule="true".
 func (e *Executor) alertSaysReschedulable(n *nodeview.View) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	a, ok := e.alerts[n.Name]
-	return ok && a.trigger.CanReschedule
-}
-
-// opportunisticWait is an idle unit of a pool that could start its maintenance but waits: the wait's code and the
-// unit's size.
-type opportunisticWait struct {
-	code  string
-	nodes int
-}
-
-func (e *Executor) setOpportunisticWaits(waits map[string]opportunisticWait) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.opportunisticWaits = waits
+	return e.book.saysReschedulable(n.Name)
 }
 
 // preflight is what must still hold right before work disrupts the node (evicts its pods, or asks GKE for

@@ -74,7 +74,7 @@ func (e *Executor) noteForeign(node *corev1.Node, rec nodeview.Record) {
 	if e.dryRun() || e.config().MatchPool(node.Labels) == nil {
 		return
 	}
-	if !e.noteOnce(e.foreign, node.Name, rec.Owner+"|"+rec.Maintenance) {
+	if !e.book.noteOnce(noticeOverlap, node.Name, rec.Owner+"|"+rec.Maintenance) {
 		return
 	}
 	e.metrics.overlaps.WithLabelValues(rec.Owner).Inc()

@@ -53,33 +53,12 @@ func (e *Executor) giveBack(ctx context.Context, names []string, due nodeview.Ac
 		if err := e.abandon(ctx, node, v.Record, nodestate.Observe(v), why); err != nil {
 			return err
 		}
-		e.mu.Lock()
-		e.givenBack[name] = v.Maintenance.Key()
-		e.mu.Unlock()
+		e.book.giveBack(name, v.Maintenance.Key())
 	}
 	return nil
 }
 
 // pickable is claimable for the idle picker: not a node whose maintenance was given back to make room.
 func (e *Executor) pickable(n *nodeview.View) bool {
-	e.mu.Lock()
-	given, ok := e.givenBack[n.Name]
-	e.mu.Unlock()
-	return e.claimable(n) && !(ok && given == n.Maintenance.Key())
-}
-
-// dueWorkWaits reports a live alert waiting for room that optional work in pool would take: any alert waiting for
-// the cluster cap, or one of the pool waiting for its budget. The room is kept for it: the wait's code and why.
-func (e *Executor) dueWorkWaits(pool string) (code, why string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for name, a := range e.alerts {
-		if time.Since(a.lastSeen) > pendingTTL {
-			continue
-		}
-		if a.waitCode == policy.WaitClusterCap || (a.waitCode == policy.WaitPoolBudget && a.pool == pool) {
-			return a.waitCode, fmt.Sprintf("due work goes first: %s of %s waits for room (%s)", a.trigger.Action, name, a.waitCode)
-		}
-	}
-	return "", ""
+	return e.claimable(n) && !e.book.givenBackFor(n.Name, n.Maintenance.Key())
 }

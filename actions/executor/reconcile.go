@@ -41,8 +41,8 @@ const (
 func (e *Executor) reconcile(ctx context.Context, name string) (after time.Duration, err error) {
 	node, err := e.readNode(ctx, name)
 	if apierrors.IsNotFound(err) {
-		if a, ok := e.liveAlert(name); ok {
-			e.dropAlert(name, a.trigger)
+		if a, ok := e.book.alert(name); ok {
+			e.book.withdraw(name, a.trigger)
 			e.metrics.actions.WithLabelValues(string(a.trigger.Action), resultSkipped).Inc()
 			e.logger.Info("skipping alert: node does not exist", "node", name, "action", a.trigger.Action)
 		}
@@ -54,7 +54,7 @@ func (e *Executor) reconcile(ctx context.Context, name string) (after time.Durat
 	view := nodeview.Of(node)
 	rec, obs := view.Record, nodestate.Observe(view)
 	if rec.Active() {
-		e.served(name)
+		e.book.served(name)
 	}
 	if (rec.Active() || rec.HoldsCordon()) && !e.dryRun() {
 		if !e.mayAct(ctx, rec) {
@@ -146,13 +146,13 @@ func (e *Executor) notStarted(ctx context.Context, node *corev1.Node, rec nodevi
 // brings; a claim made from the cache is still conditional on the node's resourceVersion), and work another live
 // instance owns (looked at only for its owner's Lease). Hundreds of waiting alerts thus cost no API requests.
 func (e *Executor) readNode(ctx context.Context, name string) (*corev1.Node, error) {
-	if n, ok := e.cachedNode(name); ok {
-		r := nodeview.ReadRecord(n.Annotations)
-		a, alerted := e.liveAlert(name)
+	if w, ok := e.cached(name); ok {
+		r := w.view.Record
+		a, alerted := e.book.alert(name)
 		waiting := alerted && a.waitCode != "" && !r.Active() && !r.HoldsCordon()
 		foreign := (r.Active() || r.HoldsCordon()) && r.Owner != "" && r.Owner != e.opts.Owner && e.ownerLive(ctx, r.Owner)
 		if waiting || foreign {
-			return n.DeepCopy(), nil
+			return w.Node.DeepCopy(), nil
 		}
 	}
 	return e.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -201,7 +201,7 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Re
 
 // decide asks the policy about the node's live alert and claims the node, with the nodes that must go with it.
 func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Duration, error) {
-	a, ok := e.liveAlert(node.Name)
+	a, ok := e.book.alert(node.Name)
 	if !ok {
 		var recheck time.Duration
 		if a, recheck, ok = e.adoptRequest(ctx, node); !ok {
@@ -212,7 +212,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	rec, m := node.Record, node.Maintenance
 	log := e.logger.With("node", node.Name, "action", t.Action, "maintenance", m.Key())
 	if time.Since(a.lastSeen) > pendingTTL {
-		e.dropAlert(node.Name, t)
+		e.book.withdraw(node.Name, t)
 		e.endRequest(ctx, node.Name, t)
 		if a.waitCode != "" {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
@@ -225,7 +225,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	if report && a.uid != "" && a.uid != node.UID {
 		// The node was deleted and re-created under its name (a new VM) since the report was asked for; the request
 		// kept on the old node went with it.
-		e.dropAlert(node.Name, t)
+		e.book.withdraw(node.Name, t)
 		e.metrics.actions.WithLabelValues(string(t.Action), resultSkipped).Inc()
 		log.Info("skipping faulty-host report: the node was re-created since it was asked for", "uid", node.UID, "asked_for", a.uid)
 		return 0, nil
@@ -234,16 +234,16 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		key = nodeview.IncidentKey(t.StartsAt)
 		if done, why := e.reported(rec, node.Name, key, t); done {
 			if why != "" {
-				e.dropAlert(node.Name, t)
+				e.book.withdraw(node.Name, t)
 				e.endRequest(ctx, node.Name, t)
 				e.refuse(node, key, t.Action, why)
 			}
 			return 0, nil
 		}
 	} else {
-		if nodestate.Serves(rec, m) || (e.dryRun() && e.simulatedServes(node)) {
+		if nodestate.Serves(rec, m) || (e.dryRun() && e.book.simulatedServes(node)) {
 			// A repeat: work for this maintenance exists, in progress or finished, whatever the alert's startsAt.
-			e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = m.Key(), "", "" })
+			e.book.bind(node.Name, t, m.Key())
 			return 0, nil
 		}
 		if rec.Active() {
@@ -251,8 +251,8 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		}
 		if start, ok := nodeview.KeyStart(a.maintenance); ok && m.Pending() && !m.Serves(a.maintenance) && m.Start().After(start) {
 			// Not a refusal of the new maintenance: the alert has not spoken about it yet.
-			e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = "", "" })
-			if e.noteOnce(e.waited, node.Name, m.Key()+"|moved") {
+			e.book.stopsWaiting(node.Name, t)
+			if e.book.noteOnce(noticeWait, node.Name, m.Key()+"|moved") {
 				e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s not started: the alert was decided for maintenance %s, which has moved later to %s; it acts when the alert is received again",
 					t.Action, a.maintenance, m.Key())
 				log.Info("alert is for a maintenance that moved later; waiting for it to be received again", "alert_maintenance", a.maintenance)
@@ -264,6 +264,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	cfg := e.config()
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
+	if !report && e.dryRun() && e.book.simulatedServes(node) {
+		// A group decided while this decision waited took the node in: a repeat, as a real claim's conflict makes it.
+		e.book.bind(node.Name, t, m.Key())
+		return 0, nil
+	}
 	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
@@ -275,16 +280,16 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
 		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
-	e.updateAlert(node.Name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = key, "", "" })
+	e.book.bind(node.Name, t, key)
 	switch d.Verdict {
 	case policy.Refuse:
-		e.dropAlert(node.Name, t)
+		e.book.withdraw(node.Name, t)
 		e.endRequest(ctx, node.Name, t)
 		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:
-		e.updateAlert(node.Name, t, func(l *liveAlert) { l.pool, l.waitCode = d.Pool, d.Code })
-		if e.noteOnce(e.waited, node.Name, key+"|"+d.Code) {
+		e.book.waits(node.Name, t, d.Pool, d.Code)
+		if e.book.noteOnce(noticeWait, node.Name, key+"|"+d.Code) {
 			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
@@ -302,9 +307,9 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 	if e.dryRun() {
 		if report {
-			e.simulateReport(node.Name, key)
+			e.book.simulateReport(node.Name, key)
 		} else {
-			e.simulate(t.Action, members)
+			e.book.simulate(t.Action, members)
 		}
 		for _, n := range members {
 			e.metrics.actions.WithLabelValues(string(t.Action), resultDryRun).Inc()
@@ -345,7 +350,7 @@ func (e *Executor) members(node *nodeview.View, req policy.Request, scope []*nod
 			continue
 		}
 		m := n.Maintenance
-		if a, ok := e.liveAlert(n.Name); ok && time.Since(a.lastSeen) <= pendingTTL {
+		if a, ok := e.book.alert(n.Name); ok && time.Since(a.lastSeen) <= pendingTTL {
 			if a.trigger.Action != req.Action || (req.Action.Requests() && !a.trigger.CanReschedule && !m.Reschedulable()) {
 				continue
 			}
@@ -370,7 +375,7 @@ func (e *Executor) claimable(n *nodeview.View) bool {
 		r.Active() || r.HoldsCordon() || nodestate.Serves(r, m) {
 		return false
 	}
-	return !(e.dryRun() && e.simulatedServes(n))
+	return !(e.dryRun() && e.book.simulatedServes(n))
 }
 
 // claimGroup claims the nodes for one operation. Every claim records the whole group, so if this replica stops
@@ -396,7 +401,7 @@ func (e *Executor) claimGroup(ctx context.Context, action nodeview.Action, membe
 			continue
 		}
 		last = claimed
-		e.served(n.Name)
+		e.book.served(n.Name)
 		e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", action, why)
 	}
 	if last != nil {
@@ -479,11 +484,11 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 		if name == node.Name {
 			continue
 		}
-		cached, ok := e.cachedNode(name)
+		cached, ok := e.cached(name)
 		if !ok {
 			continue
 		}
-		n := nodeview.Of(cached)
+		n := cached.view
 		if r := n.Record; strings.Join(r.Group, ",") == group && (r.Active() || r.Phase == nodeview.Done || r.Phase == nodeview.Failed) {
 			continue
 		}
@@ -505,7 +510,7 @@ func (e *Executor) completeGroup(ctx context.Context, node *corev1.Node, rec nod
 			// No member proceeds while the group is claimed half-way; the step is tried again.
 			return fmt.Errorf("completing the group: claiming %s: %w", n.Name, err)
 		}
-		e.served(n.Name)
+		e.book.served(n.Name)
 		e.event(n.Name, n.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s: completing the group of %d nodes", rec.Action, len(rec.Group))
 		if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
 			e.logger.Warn("the next decision may not count this claim", "err", err)
@@ -704,34 +709,14 @@ func (e *Executor) observeDuration(rec nodeview.Record) {
 	}
 }
 
-// served marks the node's live alert as served by work: no longer waiting, and its resolve withdraws nothing.
-func (e *Executor) served(name string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if a, ok := e.alerts[name]; ok {
-		a.pool, a.waitCode = "", ""
-	}
-}
-
 // refuse counts and events a refusal once per (node, maintenance, reason): Alertmanager's repeats are not news.
 func (e *Executor) refuse(node *nodeview.View, maintenance string, action nodeview.Action, reason string) {
-	if !e.noteOnce(e.refused, node.Name, maintenance+"|"+reason) {
+	if !e.book.noteOnce(noticeRefusal, node.Name, maintenance+"|"+reason) {
 		return
 	}
 	e.metrics.actions.WithLabelValues(string(action), resultSkipped).Inc()
 	e.event(node.Name, node.UID, corev1.EventTypeWarning, reasonRefused, "refused %s: %s", action, reason)
 	e.logger.Info("action refused", "node", node.Name, "action", action, "maintenance", maintenance, "reason", reason)
-}
-
-// noteOnce records key as the latest for the node in seen and reports whether it is new.
-func (e *Executor) noteOnce(seen map[string]string, name, key string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if seen[name] == key {
-		return false
-	}
-	seen[name] = key
-	return true
 }
 
 // event records a Kubernetes Event on the node.

@@ -22,11 +22,11 @@ const (
 // reported tells whether a faulty-host report for incident must not be decided now: the incident is reported
 // already (or would have been, in a dry run), or other work on the node ends first. A non-empty why refuses it.
 func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhook.Trigger) (bool, string) {
-	simulated := e.dryRun() && e.simulatedIncident(name) != ""
+	simulated := e.dryRun() && e.book.simulatedIncident(name) != ""
 	switch {
-	case rec.Incident == incident || (simulated && e.simulatedIncident(name) == incident):
+	case rec.Incident == incident || (simulated && e.book.simulatedIncident(name) == incident):
 		// A repeat (of the alert, after a restart or under a new leader): the incident has its report.
-		e.updateAlert(name, t, func(l *liveAlert) { l.maintenance, l.pool, l.waitCode = incident, "", "" })
+		e.book.bind(name, t, incident)
 		return true, ""
 	case rec.Active() && rec.Action == nodeview.ReportFaultyHost:
 		return true, fmt.Sprintf("the host is already reported as faulty (%s) and the report is in progress; GKE rejects another report until it completes",
@@ -53,7 +53,7 @@ func (e *Executor) claimReport(ctx context.Context, node *nodeview.View, behavio
 	if err != nil {
 		return fmt.Errorf("claiming node: %w", err)
 	}
-	e.served(node.Name)
+	e.book.served(node.Name)
 	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s (%s): %s", nodeview.ReportFaultyHost, behavior, why)
 	if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
 		e.logger.Warn("the next decision may not count this claim", "err", err)

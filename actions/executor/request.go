@@ -91,13 +91,10 @@ func (e *Executor) adoptRequest(ctx context.Context, node *nodeview.View) (liveA
 	if req.Owner != "" && req.Owner != e.opts.Owner && e.ownerLive(ctx, req.Owner) {
 		return liveAlert{}, foreignRecheck, false
 	}
-	a := liveAlert{trigger: requestTrigger(node.Name, req), lastSeen: req.ReceivedAt, uid: node.UID}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if live, ok := e.alerts[node.Name]; ok {
-		return *live, 0, true // received meanwhile
+	a, adopted := e.book.adopt(node.Name, liveAlert{trigger: requestTrigger(node.Name, req), lastSeen: req.ReceivedAt, uid: node.UID})
+	if !adopted {
+		return a, 0, true // received meanwhile
 	}
-	e.alerts[node.Name] = &a
 	e.logger.Info("taking up a faulty-host request kept on the node", "node", node.Name, "incident", req.Incident(),
 		"fault_behavior", req.FaultBehavior, "taken_by", req.Owner)
 	return a, 0, true

@@ -3,11 +3,41 @@ package executor
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
-// stripNode is the informer transform: decisions need the labels (pool selectors can change on a policy reload),
+// watchedNode is what the node cache holds: the stripped Node, which the lifecycle and patches read, with its View,
+// read once as the watch delivers the node, so a decision copies the Views of every node instead of reading every
+// node again.
+type watchedNode struct {
+	*corev1.Node
+	view *nodeview.View
+}
+
+// DeepCopyObject copies the Node and keeps its View, which is never changed.
+func (w *watchedNode) DeepCopyObject() runtime.Object {
+	return &watchedNode{Node: w.Node.DeepCopy(), view: w.view}
+}
+
+// watchNode is the informer transform: the stripped node and its View.
+func watchNode(obj any) (any, error) {
+	if w, ok := obj.(*watchedNode); ok {
+		return w, nil // a transform may be handed what it made
+	}
+	stripped, err := stripNode(obj)
+	if err != nil {
+		return nil, err
+	}
+	node, ok := stripped.(*corev1.Node)
+	if !ok {
+		return stripped, nil // tombstones pass through
+	}
+	return &watchedNode{Node: node, view: nodeview.Of(node)}, nil
+}
+
+// stripNode keeps of a node what decisions need the labels (pool selectors can change on a policy reload),
 // GKE's maintenance annotation, this service's annotations, cordon, taints and readiness, so the cache leaves out
 // everything else (other annotations, images, addresses, capacity, managed fields).
 func stripNode(obj any) (any, error) {
