@@ -36,6 +36,36 @@ func TestReportRequestEdges(t *testing.T) {
 	t.Run("WithdrawalConflict", func(t *testing.T) { testRequestWithdrawalConflict(t, api) })
 	t.Run("OwnerGoneAdoptedByOtherInstance", func(t *testing.T) { testRequestOwnerGone(t, api) })
 	t.Run("BusyClientKeepsTheLease", func(t *testing.T) { testBusyClientKeepsLease(t, api) })
+	t.Run("BusyClientRefusedRepeats", func(t *testing.T) { testBusyClientRefusedRepeats(t, api) })
+}
+
+// testBusyClientRefusedRepeats: at 5 QPS, a batch of reports on machine types GKE cannot report, larger than can be
+// kept before the webhook answers 500, is retried as Alertmanager does. A request refused already is not kept again
+// (it would only be removed again), so the retries make progress and the batch is answered 200 in the end.
+func testBusyClientRefusedRepeats(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("report-refused-flood")
+	var alerts []template.Alert
+	for i := range 120 {
+		name := fmt.Sprintf("%s-%03d", pool, i)
+		c.node(name, map[string]string{"pool": pool, gke.LabelInstanceType: "a3-highgpu-4g"})
+		alerts = append(alerts, reportAlert(name, "XID", startsAt))
+	}
+	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{qps: 5, burst: 10})
+	r.waitLeading()
+	body := payload(t, alerts...)
+	deadline := time.Now().Add(3 * time.Minute)
+	for code := 0; code != http.StatusOK; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the batch was never answered 200 (last %d)", code)
+		}
+		code = send(context.Background(), r.url, body)
+	}
+	r.waitMetric("every request refused once", "gke_disruption_actions_total",
+		map[string]string{"action": "report-faulty-host", "result": "skipped"}, float64(len(alerts)))
+	for _, a := range alerts {
+		notReported(t, c, a.Labels["node"])
+	}
 }
 
 // testBusyClientKeepsLease: at client-go's default 5 QPS, a flood of reports keeps the node client busy for far

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,6 +209,13 @@ func (b *bookkeeping) noteOnce(kind notice, name, key string) bool {
 	}
 	b.notes[kind][name] = key
 	return true
+}
+
+// refusedFor reports whether the node's latest refusal was of the work keyed key (a maintenance or an incident).
+func (b *bookkeeping) refusedFor(name, key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.HasPrefix(b.notes[noticeRefusal][name], key+"|")
 }
 
 // simulate records the claims a dry run would have made for the nodes' current maintenance.

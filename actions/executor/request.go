@@ -67,6 +67,9 @@ func (e *Executor) keepRequest(ctx context.Context, t webhook.Trigger) error {
 	case t.Firing && ((has && kept.StartsAt.Equal(t.StartsAt) && kept.FaultBehavior == string(t.FaultBehavior)) ||
 		nodeview.ReadRecord(node.Annotations).Incident == nodeview.IncidentKey(t.StartsAt)):
 		return nil // kept already, or claimed
+	case t.Firing && e.book.refusedFor(t.Node, nodeview.IncidentKey(t.StartsAt)):
+		// Refused already (a repeat is refused again): keeping it would only be undone, a write each way per repeat.
+		return nil
 	case t.Firing:
 		value = nodeview.ReportRequest{StartsAt: t.StartsAt, FaultBehavior: string(t.FaultBehavior), Owner: e.opts.Owner,
 			ReceivedAt: time.Now()}.Encode()
