@@ -53,14 +53,7 @@ func testBusyClientRefusedRepeats(t *testing.T, api *testenv.APIServer) {
 	}
 	r := startReplica(t, api, poolPolicy(pool, ""), replicaOpts{qps: 5, burst: 10})
 	r.waitLeading()
-	body := payload(t, alerts...)
-	deadline := time.Now().Add(3 * time.Minute)
-	for code := 0; code != http.StatusOK; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the batch was never answered 200 (last %d)", code)
-		}
-		code = send(context.Background(), r.url, body)
-	}
+	retryUntilAnswered(t, r, alerts)
 	r.waitMetric("every request refused once", "gke_disruption_actions_total",
 		map[string]string{"action": "report-faulty-host", "result": "skipped"}, float64(len(alerts)))
 	for _, a := range alerts {
@@ -96,14 +89,7 @@ func testBusyClientKeepsLease(t *testing.T, api *testenv.APIServer) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	body := payload(t, alerts...)
-	deadline := time.Now().Add(3 * time.Minute)
-	for code := 0; code != http.StatusOK; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the batch was never answered 200 (last %d)", code)
-		}
-		code = send(context.Background(), r.url, body)
-	}
+	retryUntilAnswered(t, r, alerts)
 	cancel()
 	watched.Wait()
 	if n := lost.Load(); n > 0 {
@@ -480,4 +466,18 @@ func testRequestOwnerGone(t *testing.T, api *testenv.APIServer) {
 		t.Errorf("claimed by %q", r.ClaimedBy)
 	}
 	t.Logf("taken up %s after the owner stopped", time.Since(stopped).Round(time.Second))
+}
+
+// retryUntilAnswered posts the alerts as one notification again and again, as Alertmanager retries a failed one,
+// until the replica answers 200.
+func retryUntilAnswered(t *testing.T, r *replica, alerts []template.Alert) {
+	t.Helper()
+	body := payload(t, alerts...)
+	deadline := time.Now().Add(3 * time.Minute)
+	for code := 0; code != http.StatusOK; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the notification was never answered 200 (last %d)", code)
+		}
+		code = send(context.Background(), r.url, body)
+	}
 }
