@@ -20,7 +20,8 @@ func TestPromtoolCheckRules(t *testing.T) {
 	}
 }
 
-// TestPromtoolUnitTests runs the rule unit tests in tests/ against the generated rule files.
+// TestPromtoolUnitTests runs the rule unit tests in tests/ against the generated rule files, in every order of
+// rule groups that matters (evalOrders).
 func TestPromtoolUnitTests(t *testing.T) {
 	promtool := testenv.Binary(t, "promtool")
 	files, err := filepath.Glob("tests/*.yaml")
@@ -30,11 +31,18 @@ func TestPromtoolUnitTests(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no rule unit tests in tests/")
 	}
+	var rules []string
+	for _, f := range ruleFiles {
+		abs, err := filepath.Abs(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, abs)
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if out, err := exec.Command(promtool, "test", "rules", f).CombinedOutput(); err != nil {
-				t.Fatalf("promtool test rules %s: %v\n%s", f, err, out)
-			}
+			t.Parallel()
+			runInEveryOrder(t, promtool, f, rules)
 		})
 	}
 }

@@ -21,8 +21,9 @@ import (
 
 // BenchmarkRuleCost evaluates the generated rule files with Prometheus' own rule manager, query engine and TSDB
 // over a synthetic fleet, and reports what one evaluation cycle of every group costs: samples read (the engine's
-// query statistics), group duration, and the CPU time the process spent on it (which, unlike the duration, other
-// processes on a shared machine barely change). RULE_COST_NODES sets the fleet size (default 5000; the contract's largest
+// query statistics), group duration, the slowest group's duration, the CPU time the process spent on it (which,
+// unlike the duration, other processes on a shared machine barely change), and the series the recording rules keep
+// as a share of the head (sparse rules write a series per node only while the node has something to say). RULE_COST_NODES sets the fleet size (default 5000; the contract's largest
 // cluster is 65000), RULE_COST_RULES a comma-separated list of other rule files (to compare with older rules).
 // The fleet has 31 minutes of history (the longest range the rules read every cycle), node agents scraped every
 // 10s and the cluster exporter every 30s as deploy/ scrapes them, and 1% of the nodes with maintenance announced.
@@ -59,6 +60,9 @@ func BenchmarkRuleCost(b *testing.B) {
 	}
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1 << 31, Timeout: time.Hour, LookbackDelta: 5 * time.Minute})
 
+	// recorded holds the series the recording rules wrote in the last cycle, by rule.
+	recorded := map[string]map[uint64]bool{}
+
 	// evalGroup evaluates a group's rules in order, as the rule manager does, recording rules writing their output
 	// before the next rule reads it, and returns the samples read, the time taken and the CPU time spent. logRules
 	// logs each rule's.
@@ -78,9 +82,11 @@ func BenchmarkRuleCost(b *testing.B) {
 			read := q.Stats().Samples.TotalSamples
 			samples += read
 			if vec, ok := res.Value.(promql.Vector); ok && r.Record != "" {
+				recorded[r.Record] = map[uint64]bool{}
 				app := st.Appender(context.Background())
 				for _, smp := range vec {
 					l := labels.NewBuilder(smp.Metric).Set(model.MetricNameLabel, r.Record).Labels()
+					recorded[r.Record][l.Hash()] = true
 					if _, err := app.Append(0, l, ts.UnixMilli(), smp.F); err != nil {
 						b.Fatal(err)
 					}
@@ -105,10 +111,10 @@ func BenchmarkRuleCost(b *testing.B) {
 		}
 	}
 	var total int64
-	var duration, cpu time.Duration
+	var duration, slowest, cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		total, duration, cpu = 0, 0, 0
+		total, duration, slowest, cpu = 0, 0, 0, 0
 		ts := end.Add(time.Duration(i) * time.Millisecond)
 		for _, g := range groups {
 			samples, d, c := evalGroup(g, ts, i == 0)
@@ -117,13 +123,26 @@ func BenchmarkRuleCost(b *testing.B) {
 			}
 			total += samples
 			duration += d
+			slowest = max(slowest, d)
 			cpu += c
 		}
 	}
+	b.StopTimer()
+	var recordedSeries int
+	for _, rule := range sortedKeys(recorded) {
+		recordedSeries += len(recorded[rule])
+		if len(recorded[rule]) > nodes/100 {
+			b.Logf("recorded: %-58s %8d series", rule, len(recorded[rule]))
+		}
+	}
+	head := st.Head().NumSeries()
 	b.ReportMetric(float64(total), "samples/cycle")
 	b.ReportMetric(float64(total)/float64(nodes), "samples/node")
 	b.ReportMetric(float64(duration.Milliseconds()), "ms/cycle")
 	b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms/cycle")
+	b.ReportMetric(float64(slowest.Milliseconds()), "slowest-group-ms")
+	b.ReportMetric(float64(recordedSeries), "recorded-series")
+	b.ReportMetric(100*float64(recordedSeries)/float64(head), "recorded-%-of-head")
 }
 
 // cpuTime is the user and system CPU time the process has used.

@@ -2,9 +2,7 @@ package mixin
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -12,7 +10,7 @@ import (
 )
 
 // TestScrapedRuleResources runs tests/scraped/ against the groups of each rule resource, with the series labelled
-// as the scrape configurations shipped next to it label them.
+// as the scrape configurations shipped next to it label them, in every order of rule groups that matters.
 func TestScrapedRuleResources(t *testing.T) {
 	promtool := testenv.Binary(t, "promtool")
 	tests, err := filepath.Glob("tests/scraped/*.yaml")
@@ -33,17 +31,9 @@ func TestScrapedRuleResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, test := range tests {
-				content, err := os.ReadFile(test)
-				if err != nil {
-					t.Fatal(err)
-				}
-				path := filepath.Join(dir, filepath.Base(test))
-				if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(content), "RULE_FILE", ruleFile)), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if out, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
-					t.Errorf("promtool test rules %s with %s: %v\n%s", test, resource, err, out)
-				}
+				t.Run(filepath.Base(test), func(t *testing.T) {
+					runInEveryOrder(t, promtool, test, []string{ruleFile})
+				})
 			}
 		})
 	}
