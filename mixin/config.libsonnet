@@ -44,6 +44,11 @@
     clusterMemory: '1d',
     // The step of the subqueries that measure how long a condition has held.
     subqueryStep: '1m',
+    // The longest interval at which your Prometheus evaluates these rules. Each group runs on its own timer, so an
+    // alert may read another group's recorded series up to this long (and that group's evaluation) late: what
+    // holds an action alert back (in maintenance, requested) is held two intervals longer than the memories that
+    // make it fire, so that no phase between the groups lets it fire when nothing is pending.
+    evaluationInterval: '1m',
 
     // How long before its window starts a reschedulable maintenance fires GKENodeMaintenanceWindowApproaching, which
     // lets the actions service trigger it now (perform-maintenance). Raise it to give the actions policy's
@@ -132,7 +137,8 @@
       // GKE's Error is final for the report: no hold time.
       GKENodeReportFaultyHostFailed: { severity: 'warning', 'for': '0s' },
       GKEHostRepeatedFailures: { severity: 'warning', 'for': '0s' },
-      GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
+      // A single preemption is what Spot capacity does: nothing to do (GKENodePoolInterruptionsHigh is for too many).
+      GKESpotNodePreempted: { severity: 'info', 'for': '0s' },
       GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },
       GKENodePoolInterruptionsHigh: { severity: 'warning', 'for': '0s' },
       GKEWorkloadMaintenanceScheduled: { severity: 'info', 'for': '5m' },

@@ -1,7 +1,9 @@
 // Alerts on host maintenance of single nodes and of the workloads on them, from the node labels and annotations
 // (cluster exporter) and the GCE metadata server (node agent). Every per-node alert carries the node label and the
-// node's pool and accelerator labels; every signal is bridged over gaps (promql.bridged), so a failed scrape or a
-// restarting agent neither resolves these alerts nor restarts their `for`.
+// node's pool and accelerator labels; every signal is remembered through gaps of its source (promql.remembered),
+// so a failed scrape or a restarting agent neither resolves these alerts nor restarts their `for`, and the memory
+// ends once the source is back without the signal. What holds an action alert back outlasts what makes it fire
+// (promql.outlasting), so the order in which Prometheus evaluates the groups does not change what fires.
 local promql = import '../lib/promql.libsonnet';
 local utils = import '../lib/utils.libsonnet';
 
@@ -14,10 +16,15 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
     local c = $._config,
     local byNode = utils.labelList(c, ['node']),
     local on = utils.clusterRef(c),
-    local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
+    local start = promql.maintenanceStart,
     local canReschedule = 'node:gke_node_maintenance_can_reschedule:info',
-    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
-    local requested = promql.bridged(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
+    local stateSelector = 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector,
+    local requestedSelector = 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector,
+    // What the alerts report on, and what holds the action alerts back.
+    local inMaintenance = promql.remembered(c, stateSelector, 'cluster'),
+    local requested = promql.remembered(c, requestedSelector, 'cluster'),
+    local heldByMaintenance = promql.outlasting(c, stateSelector),
+    local heldByRequest = promql.outlasting(c, requestedSelector),
     local alert(name, rule) = utils.alertRule(c, name, rule),
     local ns = c.workloadNamespaceLabel,
     local byWorkload = utils.labelList(c, [ns, 'workload_kind', 'workload']),
@@ -80,8 +87,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             ||| % {
               within: utils.indent(within(c.performMaintenanceLeadTime, 'can_reschedule="true"'), 2),
               by: byNode,
-              inMaintenance: inMaintenance,
-              requested: requested,
+              inMaintenance: heldByMaintenance,
+              requested: heldByRequest,
             },
             labels: { gke_disruption_action: 'perform-maintenance' },
             annotations: {
@@ -106,7 +113,7 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               'false': utils.indent(within(c.drainLeadTime, 'can_reschedule="false"'), 2),
               unknown: utils.indent(within(c.unknownRescheduleDrainLeadTime, 'can_reschedule="unknown"'), 2),
               by: byNode,
-              inMaintenance: inMaintenance,
+              inMaintenance: heldByMaintenance,
             },
             labels: { gke_disruption_action: 'drain' },
             annotations: {
@@ -166,8 +173,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               )
             ||| % {
               by: byNode,
-              event: promql.bridged(c, 'gce_instance_maintenance_event{%s, event="TERMINATE_ON_HOST_MAINTENANCE"}' % c.nodeAgentSelector),
-              taint: promql.bridged(c, 'gke_node_impending_termination{%s}' % c.clusterExporterSelector),
+              event: promql.remembered(c, 'gce_instance_maintenance_event{%s, event="TERMINATE_ON_HOST_MAINTENANCE"}' % c.nodeAgentSelector, 'agent'),
+              taint: promql.remembered(c, 'gke_node_impending_termination{%s}' % c.clusterExporterSelector, 'cluster'),
             }),
             annotations: {
               summary: 'A node is about to stop for host maintenance.',
@@ -175,8 +182,18 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKESpotNodePreempted', {
-            // The current value, else the recorded preemptions bridged over the agent's end with its VM.
-            expr: promql.withNodeInfo(c, 'group by (%s) (\n  gce_instance_preempted{%s} == 1\n  or\n  %s\n)' % [byNode, c.nodeAgentSelector, promql.bridged(c, promql.preempted)]),
+            // The agent's answers of the last evaluationInterval (a preempted VM's agent is scraped only for
+            // seconds), else the recorded preemptions bridged over the agent's end with its VM, until an agent
+            // answers again for the node that it is not preempted. Read here as well as recorded, so that the
+            // alert fires whichever group Prometheus evaluates first.
+            expr: promql.withNodeInfo(c, |||
+              group by (%(by)s) (
+                max_over_time(gce_instance_preempted{%(agent)s}[%(interval)s]) == 1
+                or
+                %(recorded)s
+                unless on (%(by)s) gce_instance_preempted{%(agent)s} == 0
+              )
+            ||| % { by: byNode, agent: c.nodeAgentSelector, interval: c.evaluationInterval, recorded: promql.bridged(c, promql.preempted) }),
             annotations: {
               summary: 'A Spot node has been preempted.',
               description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],
@@ -196,7 +213,7 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKEWorkloadMaintenanceScheduled', {
-            expr: asNamespace('min by (%s) (%s)\n' % [byWorkload, promql.bridged(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector)]),
+            expr: asNamespace('min by (%s) (%s)\n' % [byWorkload, promql.remembered(c, 'gke_workload_next_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector, 'cluster')]),
             annotations: {
               summary: 'Host maintenance is scheduled on a node of a workload.',
               description: 'The earliest host maintenance among the GPU, TPU and Spot nodes of {{ $labels.workload_kind }} {{ $labels.%(ns)s }}/{{ $labels.workload }}%(on)s starts at {{ $value | humanizeTimestamp }}{{ with printf `max(last_over_time(gke_workload_nodes{%(job)s, %(ns)s=%%q, workload_kind=%%q, workload=%%q, %(cl)s=%%q}[%(gap)s]))` $labels.%(ns)s $labels.workload_kind $labels.workload $labels.%(cl)s | query }}; it runs on {{ . | first | value | printf "%%.0f" }} such nodes{{ end }}.' % { ns: ns, on: on, cl: c.clusterLabel, gap: c.signalGapTolerance, job: c.clusterExporterSelector },
@@ -205,7 +222,7 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
           alert('GKEReadinessFinding', {
             expr: asNamespace('max by (%s) (%s) > 0\n' % [
               utils.labelList(c, ['check', ns, 'workload_kind', 'workload']),
-              promql.bridged(c, 'gke_readiness_findings{%s}' % c.clusterExporterSelector),
+              promql.remembered(c, 'gke_readiness_findings{%s}' % c.clusterExporterSelector, 'cluster'),
             ]),
             annotations: {
               summary: 'A workload is not ready for GKE host maintenance.',

@@ -10,10 +10,11 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
     local c = $._config,
     local byNode = utils.labelList(c, ['node']),
     local on = utils.clusterRef(c),
-    local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
+    local start = promql.maintenanceStart,
     local canReschedule = 'node:gke_node_maintenance_can_reschedule:info',
-    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
-    local requested = promql.bridged(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
+    // What holds the repair alert back outlasts what makes it fire (promql.outlasting).
+    local heldByMaintenance = promql.outlasting(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    local heldByRequest = promql.outlasting(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
     local alert(name, rule) = utils.alertRule(c, name, rule),
 
     // The nodes whose announced maintenance names a hardware failure, with its reasons, from the node agent or
@@ -26,8 +27,8 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
       )
     ||| % {
       by: byNode,
-      node: promql.bridged(c, 'gke_node_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.clusterExporterSelector, c.hardwareFailureReasons]),
-      agent: promql.bridged(c, 'gce_instance_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.nodeAgentSelector, c.hardwareFailureReasons]),
+      node: promql.remembered(c, 'gke_node_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.clusterExporterSelector, c.hardwareFailureReasons], 'cluster'),
+      agent: promql.remembered(c, 'gce_instance_upcoming_maintenance_info{%s, reasons=~"%s"}' % [c.nodeAgentSelector, c.hardwareFailureReasons], 'agent'),
     },
     // action is the failed nodes whose can_reschedule matches, labelled with the action the automation takes.
     local action(matcher, name) = |||
@@ -57,8 +58,8 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
               perform: utils.indent(action('can_reschedule="true"', 'perform-maintenance'), 2),
               drain: utils.indent(action('can_reschedule!="true"', 'drain'), 2),
               by: byNode,
-              inMaintenance: inMaintenance,
-              requested: requested,
+              inMaintenance: heldByMaintenance,
+              requested: heldByRequest,
             },
             annotations: {
               summary: 'GKE announced the repair of failed hardware on a node.',
@@ -75,7 +76,7 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
               )
             ||| % {
               by: byNode,
-              failed: promql.bridged(c, 'gke_node_report_and_replace_status{%s, status="Error"}' % c.clusterExporterSelector),
+              failed: promql.remembered(c, 'gke_node_report_and_replace_status{%s, status="Error"}' % c.clusterExporterSelector, 'cluster'),
               selector: c.clusterExporterSelector,
             }),
             annotations: {

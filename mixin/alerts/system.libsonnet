@@ -12,7 +12,9 @@ local upcomingPath = 'instance/upcoming-maintenance';
     local on = utils.clusterRef(c),
     local byNode = utils.labelList(c, ['node']),
     local alert(name, rule) = utils.alertRule(c, name, rule),
-    local inMaintenance = promql.bridged(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    // Holds the node agent's alerts back while its node is in maintenance, and outlasts the memories they read.
+    local inMaintenance = promql.outlasting(c, 'gke_node_maintenance_state{%s}' % c.clusterExporterSelector),
+    local requiredUp = std.join(' or ', ['up{%s}' % s for s in c.requiredJobSelectors]),
     local problem(expr, value) = 'label_replace(\n%s,\n  "problem", "%s", "", ""\n)' % [utils.indent(expr, 2), value],
 
     groups+: [
@@ -27,9 +29,9 @@ local upcomingPath = 'instance/upcoming-maintenance';
               '(\n  up{%s} == 0\n  unless on (%s) %s\n)' % [c.nodeAgentSelector, byNode, inMaintenance],
               'up{%s} == 0' % c.actionsSelector,
             ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors] + [
-              // Per cluster where several share one Prometheus: the job had a target there within clusterMemory.
-              'group by (%s, job) (last_over_time(up{%s}[%s]))\n  unless on (%s) up{%s}' % [c.clusterLabel, s, c.clusterMemory, c.clusterLabel, s]
-              for s in c.requiredJobSelectors
+              // Per cluster where several share one Prometheus: the job had a target there within clusterMemory
+              // (recorded per cluster and job) and has none now.
+              'group by (%s, job) (%s)\n  unless on (%s, job) (%s)' % [c.clusterLabel, promql.targetsLastSeen, c.clusterLabel, requiredUp],
             ]) + '\n',
             annotations: {
               summary: 'A gke-disruption-exporter target is down or missing.',
@@ -69,18 +71,19 @@ local upcomingPath = 'instance/upcoming-maintenance';
             },
           }),
           alert('GKENodeAgentMissing', {
-            // A GPU, TPU or Spot node that no node agent has reported on for signalGapTolerance (an agent always
-            // exposes gce_instance_preempted), unless it is in maintenance and stopped; or an agent, still a
-            // target, whose metadata server has not answered for metadataStaleThreshold.
+            // A GPU, TPU or Spot node that no node agent reports on (recorded, so that a gap of the cluster
+            // exporter does not restart the `for`; read against the agents now, so that an agent that is back
+            // ends it whichever group Prometheus evaluates first), unless it is in maintenance and stopped; or an
+            // agent, still a target, whose metadata server has not answered for metadataStaleThreshold.
             expr: std.join('\nor\n', [
               problem(|||
-                %(nodes)s
+                %(missing)s
                 unless on (%(by)s) %(agent)s
                 unless on (%(by)s) %(inMaintenance)s
               ||| % {
-                nodes: promql.acceleratorNodes(c, ['provisioning="spot"']),
+                missing: promql.nodeAgentMissingSince,
                 by: byNode,
-                agent: promql.nodeAgentLastSeen,
+                agent: promql.agentCurrent(c),
                 inMaintenance: inMaintenance,
               }, 'no_agent'),
               // The current last success, else (the agent's series missing in a gap) the recorded stale one.

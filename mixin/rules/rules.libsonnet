@@ -8,7 +8,7 @@ local utils = import '../lib/utils.libsonnet';
     local byNode = utils.labelList(c, ['node']),
     local byPool = utils.labelList(c, ['node_pool']),
     local byPoolTypeReason = utils.labelList(c, promql.interruptionClusterLabels + ['node_pool', 'interruption_type', 'interruption_reason']),
-    local start = 'node:gke_node_maintenance_start_timestamp_seconds:min',
+    local start = promql.maintenanceStart,
 
     // scheduledWithin counts, per pool, the nodes whose maintenance starts within the given seconds (or already
     // started and is not done).
@@ -68,13 +68,14 @@ local utils = import '../lib/utils.libsonnet';
           {
             // The start of each node's next maintenance, with the node's pool and accelerator labels: the
             // scheduled-maintenance-time label, else the window start of GKE's annotation, else the metadata
-            // server's (node agent). Each is bridged over gaps, but only for a node without any current value: a
-            // maintenance that moved during a gap is the new one at once.
+            // server's (node agent). Each is remembered through a gap of its source, but only for a node without
+            // any current value (a maintenance that moved during a gap is the new one at once), and never once
+            // its source is current again and shows none: the memory ends with the maintenance.
             record: start,
-            expr: promql.withNodeInfo(c, promql.currentOrBridged(c, 'min', byNode, [
-              'gke_node_scheduled_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector,
-              'gke_node_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.clusterExporterSelector,
-              'gce_instance_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.nodeAgentSelector,
+            expr: promql.withNodeInfo(c, promql.currentOrRemembered(c, 'min', byNode, [
+              ['gke_node_scheduled_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector, 'cluster'],
+              ['gke_node_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.clusterExporterSelector, 'cluster'],
+              ['gce_instance_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.nodeAgentSelector, 'agent'],
             ])),
           },
           {
@@ -146,19 +147,44 @@ local utils = import '../lib/utils.libsonnet';
         local lastSuccess = 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
         rules: [
           {
-            // When a node agent last reported on each node, remembered for signalGapTolerance from its own previous
-            // value: two samples per node each cycle.
-            record: promql.nodeAgentLastSeen,
+            // Since when each GPU, TPU or Spot node has had no node agent reporting on it: kept from its own
+            // previous value while the agent stays away and the node exists (or the cluster exporter is in a
+            // gap), so a node with its agent costs no series.
+            record: promql.nodeAgentMissingSince,
             expr: |||
-              max by (%(by)s) (timestamp(gce_instance_preempted{%(agent)s}))
+              (
+                %(recorded)s
+                unless on (%(by)s) %(agent)s
+              )
+              and on (%(by)s)
+              (
+              %(nodes)s
+                or
+                %(recorded)s unless on (%(cluster)s) %(exporter)s
+              )
               or on (%(by)s)
-              %(recorded)s > time() - %(gap)d
-            ||| % { by: byNode, agent: c.nodeAgentSelector, recorded: promql.nodeAgentLastSeen, gap: utils.seconds(c.signalGapTolerance) },
+              topk by (%(by)s) (1,
+                max by (%(by)s, %(labels)s) (
+                  (
+              %(nodes)s
+                  )
+                  unless on (%(by)s) %(agent)s
+                )
+              ) * 0 + time()
+            ||| % {
+              by: byNode,
+              cluster: c.clusterLabel,
+              labels: std.join(', ', promql.nodeInfoLabels),
+              recorded: promql.nodeAgentMissingSince,
+              agent: promql.agentCurrent(c),
+              exporter: promql.exporterCurrent(c),
+              nodes: utils.indent(promql.acceleratorNodes(c, ['provisioning="spot"']), 4),
+            },
           },
           {
-            // Over the last subqueryStep (the rules' interval): a preempted VM's agent is scraped only for seconds.
+            // Over the last evaluationInterval: a preempted VM's agent is scraped only for seconds.
             record: promql.preempted,
-            expr: 'max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1\n' % [byNode, c.nodeAgentSelector, c.subqueryStep],
+            expr: 'max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1\n' % [byNode, c.nodeAgentSelector, c.evaluationInterval],
           },
           {
             // The node agents whose metadata server has not answered for metadataStaleThreshold, valued with the
@@ -174,6 +200,30 @@ local utils = import '../lib/utils.libsonnet';
           {
             record: promql.upcomingUnsupported,
             expr: 'max by (%s) (gke_disruption_metadata_path_supported{%s, path="instance/upcoming-maintenance"}) == 0\n' % [byInstance, c.nodeAgentSelector],
+          },
+        ],
+      },
+      {
+        // Which of the product's required jobs each cluster has had, so that a cluster whose job is gone
+        // altogether (its targets deleted, not down) is named by GKEDisruptionExporterDown.
+        name: 'gke-disruption-targets.rules',
+        rules: [
+          {
+            // When each required job last had a target, per cluster, remembered for clusterMemory from its own
+            // previous value: one sample per cluster and job each cycle.
+            record: promql.targetsLastSeen,
+            expr: |||
+              max by (%(by)s) (
+                %(up)s
+              )
+              or on (%(by)s)
+              %(recorded)s > time() - %(memory)d
+            ||| % {
+              by: utils.labelList(c, ['job']),
+              up: std.join('\n  or\n  ', ['timestamp(up{%s})' % s for s in c.requiredJobSelectors]),
+              recorded: promql.targetsLastSeen,
+              memory: utils.seconds(c.clusterMemory),
+            },
           },
         ],
       },
