@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,3 +186,155 @@ type constCollector struct{ m prometheus.Metric }
 
 func (c constCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.Desc() }
 func (c constCollector) Collect(ch chan<- prometheus.Metric) { ch <- c.m }
+
+// generational serves text that changes only with its generation, counting how often it is rendered.
+type generational struct {
+	mu         sync.Mutex
+	generation uint64
+	text       string
+	renders    int
+}
+
+func (*generational) Update(chan<- prometheus.Metric) error { return nil }
+
+func (g *generational) TextGeneration() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.generation
+}
+
+func (g *generational) WriteText(w io.Writer) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.renders++
+	_, err := io.WriteString(w, g.text)
+	return err
+}
+
+func (g *generational) set(text string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.generation++
+	g.text = text
+}
+
+// get scrapes url as Prometheus does, asking for OpenMetrics and, when gzipped, for gzip; a gzip body must be one
+// gzip member whose checksum and size hold.
+func get(t *testing.T, url string, gzipped bool) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3")
+	req.Header.Set("Accept-Encoding", "identity")
+	if gzipped {
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got := resp.Header.Get("Content-Encoding") == "gzip"; got != gzipped {
+		t.Fatalf("gzip asked %v, Content-Encoding %q", gzipped, resp.Header.Get("Content-Encoding"))
+	}
+	if !gzipped {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ContentLength != int64(len(body)) {
+			t.Errorf("Content-Length %d, body %d bytes", resp.ContentLength, len(body))
+		}
+		return string(body)
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr.Multistream(false)
+	body, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("reading the gzip body: %v", err)
+	}
+	if rest, _ := io.ReadAll(resp.Body); len(rest) > 0 {
+		t.Errorf("%d bytes after the gzip member", len(rest))
+	}
+	return string(body)
+}
+
+// withoutSelf drops the lines that differ between any two scrapes (the collectors' durations).
+func withoutSelf(body string) string {
+	var kept []string
+	for _, line := range strings.SplitAfter(body, "\n") {
+		if !strings.HasPrefix(line, "gke_disruption_collector_duration_seconds{") {
+			kept = append(kept, line)
+		}
+	}
+	return strings.Join(kept, "")
+}
+
+// TestCachedTextServedUntilItChanges: a collector's text is rendered once per generation, and gzip and identity
+// scrapes serve the same exposition, the text parts in their collectors' name order before # EOF, as the generation
+// changes, next to a text collector without generations.
+func TestCachedTextServedUntilItChanges(t *testing.T) {
+	cached := &generational{text: textFamily}
+	plain := textOnly{text: "# HELP plain_value A value.\n# TYPE plain_value gauge\nplain_value 2\n"}
+	url := serve(t, map[string]Collector{"cached": cached, "plain": plain, "fake": fakeCollector{}})
+
+	check := func(wantText string) {
+		t.Helper()
+		identity := get(t, url, false)
+		for _, want := range []string{"fake_value 42.0\n", wantText + plain.text + "# EOF\n",
+			`gke_disruption_collector_success{collector="cached"} 1.0` + "\n"} {
+			if !strings.Contains(identity, want) {
+				t.Errorf("identity scrape lacks %q:\n%s", want, identity)
+			}
+		}
+		for range 2 {
+			if gzipped := get(t, url, true); withoutSelf(gzipped) != withoutSelf(identity) {
+				t.Errorf("gzip scrape differs from identity:\n%s\nidentity:\n%s", gzipped, identity)
+			}
+		}
+	}
+	check(textFamily)
+	if cached.renders != 1 {
+		t.Errorf("text rendered %d times for one generation, want 1", cached.renders)
+	}
+	changed := "# HELP text_value A rendered value.\n# TYPE text_value gauge\ntext_value{node=\"b\"} 2\n"
+	cached.set(changed)
+	check(changed)
+	if cached.renders != 2 {
+		t.Errorf("text rendered %d times for two generations, want 2", cached.renders)
+	}
+}
+
+// TestCachedTextConcurrentScrapes: scrapes at once, while the text changes, each serve one whole generation.
+func TestCachedTextConcurrentScrapes(t *testing.T) {
+	cached := &generational{}
+	text := func(i int) string {
+		return "# HELP text_value A rendered value.\n# TYPE text_value gauge\n" +
+			strings.Repeat("text_value{node=\"n"+strconv.Itoa(i)+"\"} 1\n", 1000)
+	}
+	cached.set(text(0))
+	url := serve(t, map[string]Collector{"cached": cached})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for range 20 {
+				body := get(t, url, w%2 == 0)
+				i := strings.Index(body, "# HELP text_value")
+				if i < 0 {
+					t.Errorf("no text in:\n%s", body)
+					return
+				}
+				part := strings.TrimSuffix(body[i:], "# EOF\n")
+				if part != text(0) && part != text(1) && part != text(2) {
+					t.Errorf("scrape serves no whole generation:\n%.300s", part)
+					return
+				}
+			}
+		})
+	}
+	cached.set(text(1))
+	cached.set(text(2))
+	wg.Wait()
+}

@@ -12,6 +12,7 @@ case $name in
   staticcheck)    dir=staticcheck; mod=honnef.co/go/tools; pkg=honnef.co/go/tools/cmd/staticcheck ;;
   alertmanager)   dir=alertmanager; mod=github.com/prometheus/alertmanager; pkg=github.com/prometheus/alertmanager/cmd/alertmanager ;;
   helm)           dir=helm; mod=helm.sh/helm/v3; pkg=helm.sh/helm/v3/cmd/helm ;;
+  kube-state-metrics) dir=kube-state-metrics; mod=k8s.io/kube-state-metrics/v2; pkg=k8s.io/kube-state-metrics/v2 ;;
   *) echo "tools/build.sh: unknown tool $name" >&2; exit 2 ;;
 esac
 version=$(awk -v m="$mod" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$root/tools/$dir/go.mod")

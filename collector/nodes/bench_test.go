@@ -2,10 +2,18 @@ package nodes
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/promslog"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
@@ -104,3 +112,45 @@ func BenchmarkApply(b *testing.B) {
 		s.set(obj.(*record))
 	}
 }
+
+// storeCollector serves a store as the collector does once synced.
+type storeCollector struct{ *store }
+
+func (storeCollector) Update(chan<- prometheus.Metric) error { return nil }
+
+// BenchmarkServe is a whole scrape of the node series over loopback HTTP, as Prometheus makes it: the handler with
+// the process's self-monitoring next to the rendered text, identity and gzip.
+func BenchmarkServe(b *testing.B) {
+	for _, n := range fleetSizes {
+		_, s := fleet(b, n)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		srv := httptest.NewServer(collector.NewSet(promslog.NewNopLogger(), reg, map[string]collector.Collector{"nodes": storeCollector{s}}))
+		for _, encoding := range []string{"identity", "gzip"} {
+			b.Run("nodes="+strconv.Itoa(n)+"/encoding="+encoding, func(b *testing.B) {
+				var size int64
+				cpu := testenv.ProcessCPU()
+				for b.Loop() {
+					req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+					req.Header.Set("Accept-Encoding", encoding)
+					req.Header.Set("Accept", openMetricsAccept)
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					size, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Nanoseconds())/1e6/float64(b.N), "cpu-ms/scrape")
+				b.ReportMetric(float64(size), "bytes/scrape")
+			})
+		}
+		srv.Close()
+	}
+}
+
+// openMetricsAccept is what Prometheus asks for by default when it does not ask for protobuf.
+const openMetricsAccept = "application/openmetrics-text;version=1.0.0;escaping=underscores;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"

@@ -201,6 +201,9 @@ func (c *Collector) Update(chan<- prometheus.Metric) error {
 	return c.freshness.Err()
 }
 
+// TextGeneration numbers the rendered series: a scrape serves its cached copy while it stays the same.
+func (c *Collector) TextGeneration() uint64 { return c.store.TextGeneration() }
+
 // WriteText copies the rendered series.
 func (c *Collector) WriteText(w io.Writer) error {
 	if !c.HasSynced() {

@@ -331,3 +331,27 @@ func withAnnotations(n *v1.Node, annotations map[string]string) *v1.Node {
 	n.Annotations = annotations
 	return n
 }
+
+// TestStoreGeneration: the text's generation changes when a node's series do, or a node comes or goes, and not when
+// an update leaves its series as they were (status, heartbeats).
+func TestStoreGeneration(t *testing.T) {
+	s := newStore()
+	step := func(what string, change func(), changes bool) {
+		t.Helper()
+		before := s.TextGeneration()
+		change()
+		if got := s.TextGeneration() != before; got != changes {
+			t.Errorf("%s: generation changed %v, want %v", what, got, changes)
+		}
+	}
+	step("add", func() { s.set(render(nodeview.Of(node("a", nil)))) }, true)
+	step("same series", func() {
+		n := node("a", nil)
+		n.ResourceVersion = "2"
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		s.set(render(nodeview.Of(n)))
+	}, false)
+	step("new series", func() { s.set(render(nodeview.Of(node("a", map[string]string{gke.LabelPerformMaintenance: "true"})))) }, true)
+	step("delete missing", func() { s.delete("missing") }, false)
+	step("delete", func() { s.delete("a") }, true)
+}

@@ -1,6 +1,7 @@
 package nodes
 
 import (
+	"bytes"
 	"io"
 	"math"
 	"sync"
@@ -194,6 +195,8 @@ type store struct {
 	nodes  []*record
 	index  map[string]int
 	counts [numFamilies]int
+	// generation changes with the text WriteText writes; most node updates (status, heartbeats) leave it alone.
+	generation uint64
 }
 
 func newStore() *store {
@@ -205,9 +208,14 @@ func (s *store) set(r *record) {
 	defer s.mu.Unlock()
 	i, ok := s.index[r.name]
 	if ok {
-		s.count(s.nodes[i], -1)
+		old := s.nodes[i]
+		if old.ends != r.ends || !bytes.Equal(old.samples, r.samples) {
+			s.generation++
+		}
+		s.count(old, -1)
 		s.nodes[i] = r
 	} else {
+		s.generation++
 		s.index[r.name] = len(s.nodes)
 		s.nodes = append(s.nodes, r)
 	}
@@ -221,6 +229,7 @@ func (s *store) delete(name string) {
 	if !ok {
 		return
 	}
+	s.generation++
 	s.count(s.nodes[i], -1)
 	// Move the last node into the gap.
 	last := len(s.nodes) - 1
@@ -237,6 +246,13 @@ func (s *store) count(r *record, delta int) {
 			s.counts[f] += delta
 		}
 	}
+}
+
+// TextGeneration numbers the text WriteText writes now.
+func (s *store) TextGeneration() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.generation
 }
 
 // WriteText writes every family that has samples: a header, then each node's bytes.
