@@ -137,8 +137,7 @@
       // GKE's Error is final for the report: no hold time.
       GKENodeReportFaultyHostFailed: { severity: 'warning', 'for': '0s' },
       GKEHostRepeatedFailures: { severity: 'warning', 'for': '0s' },
-      // A single preemption is what Spot capacity does: nothing to do (GKENodePoolInterruptionsHigh is for too many).
-      GKESpotNodePreempted: { severity: 'info', 'for': '0s' },
+      GKESpotNodePreempted: { severity: 'warning', 'for': '0s' },
       GKETPUSliceMaintenanceScheduled: { severity: 'warning', 'for': '5m' },
       GKENodePoolInterruptionsHigh: { severity: 'warning', 'for': '0s' },
       GKEWorkloadMaintenanceScheduled: { severity: 'info', 'for': '5m' },

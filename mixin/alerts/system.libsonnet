@@ -28,7 +28,11 @@ local upcomingPath = 'instance/upcoming-maintenance';
               'up{%s} == 0' % c.clusterExporterSelector,
               '(\n  up{%s} == 0\n  unless on (%s) %s\n)' % [c.nodeAgentSelector, byNode, inMaintenance],
               'up{%s} == 0' % c.actionsSelector,
-            ] + ['absent(up{%s})' % s for s in c.requiredJobSelectors] + [
+            ] + [
+              // Without any cluster's memory of the job: a job never scraped anywhere.
+              'absent(up{%s})\n  unless on (job) group by (job) (%s)' % [s, promql.targetsLastSeen]
+              for s in c.requiredJobSelectors
+            ] + [
               // Per cluster where several share one Prometheus: the job had a target there within clusterMemory
               // (recorded per cluster and job) and has none now.
               'group by (%s, job) (%s)\n  unless on (%s, job) (%s)' % [c.clusterLabel, promql.targetsLastSeen, c.clusterLabel, requiredUp],

@@ -51,12 +51,26 @@ local utils = import 'utils.libsonnet';
   // however long the memory, and a quiet node costs no recorded series.
   nodeInfoLastSeen:: 'node:gke_node_info:last_seen',
 
-  // nodeSignals is the nodes that have something to say: maintenance, GKE's work or a report, a failure, a notice
+  // nodeSignals is the nodes that have something to say: maintenance, a report, a GPU fault, a notice
   // from the node agent, the maintenance start recorded through a gap. Every such series is sparse.
   nodeSignals(config)::
     |||
       group by (%(by)s) (
-        {%(cluster)s, __name__=~"gke_node_(scheduled_maintenance_timestamp_seconds|upcoming_maintenance_info|maintenance_state|perform_maintenance_requested|impending_termination|maintenance_window_started|report_and_replace_status|gpu_xid_critical|gke_operation|termination_timestamp_seconds)"}
+        gke_node_scheduled_maintenance_timestamp_seconds{%(cluster)s}
+        or
+        gke_node_upcoming_maintenance_info{%(cluster)s}
+        or
+        gke_node_maintenance_state{%(cluster)s}
+        or
+        gke_node_perform_maintenance_requested{%(cluster)s}
+        or
+        gke_node_impending_termination{%(cluster)s}
+        or
+        gke_node_maintenance_window_started{%(cluster)s}
+        or
+        gke_node_report_and_replace_status{%(cluster)s}
+        or
+        gke_node_gpu_xid_critical{%(cluster)s}
         or
         gce_instance_upcoming_maintenance_info{%(agent)s}
         or
