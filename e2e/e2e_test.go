@@ -290,16 +290,22 @@ func (s stack) events(ctx context.Context, node, reason string) (int, error) {
 // mixin's _config (story time), and watches every node. alive waits for a step while every component runs.
 func startStack(t testing.TB, scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
 	t.Helper()
+	sc, err := driver.Load(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startScenario(t, sc, policy, rules)
+}
+
+// startScenario is startStack with a scenario already loaded.
+func startScenario(t testing.TB, sc *driver.Scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the whole product for a few minutes")
 	}
 	ctx := context.Background()
 	exporter := buildExporter(t)
 	api := testenv.StartAPIServer(t)
-	sc, err := driver.Load(scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	w := newWatcher()
 	factory := informers.NewSharedInformerFactory(api.Client, 0)

@@ -26,6 +26,9 @@ var producedMetrics = []string{
 	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds",
 	"gke_node_tpu_slice_hosts",
 	"gke_node_report_and_replace_status",
+	"gke_node_gpu_xid_critical",
+	"gke_node_gpu_xid_critical_since_timestamp_seconds",
+	"gke_node_gpus_unhealthy",
 	// node command, from the metadata server
 	"gce_instance_maintenance_event",
 	"gce_instance_preempted",

@@ -67,6 +67,12 @@ type View struct {
 	Unschedulable            bool
 	// Ready: the Ready condition is True.
 	Ready bool
+	// XidCritical is GKE's GPU device plugin's XidCriticalError condition set in the node's current boot; nil when
+	// there is none, or it was left from another boot (before a repair: stale, it says nothing).
+	XidCritical *XidCritical
+	// UnhealthyGPUs and UnhealthyTPUs count the devices their device plugin marked unhealthy: capacity minus
+	// allocatable of gke.ResourceGPU and gke.ResourceTPU, when both are reported and it is above 0.
+	UnhealthyGPUs, UnhealthyTPUs int64
 	// OpportunisticTriggered: GKE's annotation says its opportunistic maintenance was triggered.
 	OpportunisticTriggered bool
 	// OpportunisticConfigured: the pool is configured for GKE's own opportunistic maintenance.
@@ -83,6 +89,17 @@ type View struct {
 
 // Unreadable is a GKE label or annotation whose value could not be read.
 type Unreadable struct{ Key, Value string }
+
+// UnreadableXidCondition is the Unreadable key of an XidCriticalError condition whose reason could not be read.
+const UnreadableXidCondition = "condition/" + gke.ConditionXidCriticalError
+
+// XidCritical is a critical GPU fault GKE's GPU device plugin reported.
+type XidCritical struct {
+	// Xids are the critical Xids seen since boot, sorted (none when the reason could not be read).
+	Xids []uint32
+	// Since is when the condition became True (its lastTransitionTime).
+	Since time.Time
+}
 
 // Of reads a node.
 func Of(node *corev1.Node) *View {
@@ -141,14 +158,45 @@ func Of(node *corev1.Node) *View {
 		}
 	}
 	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
+		switch c.Type {
+		case corev1.NodeReady:
 			v.Ready = c.Status == corev1.ConditionTrue
-			break
+		case gke.ConditionXidCriticalError:
+			if v.XidCritical == nil {
+				v.readXidCondition(c, node.Status.NodeInfo.BootID)
+			}
 		}
 	}
+	v.UnhealthyGPUs = unhealthy(node.Status, gke.ResourceGPU)
+	v.UnhealthyTPUs = unhealthy(node.Status, gke.ResourceTPU)
 	v.InMaintenance = v.MaintenanceState != "" || len(v.ImpendingTermination) > 0 ||
 		v.Upcoming.Announced && strings.EqualFold(v.Upcoming.Status, "ONGOING")
 	return v
+}
+
+// readXidCondition reads the device plugin's condition, when True and set in the node's current boot: the plugin
+// writes the boot ID into the message and removes the condition only once it runs again, so a condition of
+// another boot is left from before a repair. An unreadable reason keeps the fault and its time, without Xids.
+func (v *View) readXidCondition(c corev1.NodeCondition, bootID string) {
+	if c.Status != corev1.ConditionTrue || c.Message != bootID {
+		return
+	}
+	xids, err := gke.ParseXids(c.Reason)
+	if err != nil {
+		v.Unreadable = append(v.Unreadable, Unreadable{UnreadableXidCondition, c.Reason})
+	}
+	v.XidCritical = &XidCritical{Xids: xids, Since: c.LastTransitionTime.Time}
+}
+
+// unhealthy is how many devices of resource the node has and cannot allocate: those its device plugin marked
+// unhealthy. Without both counts it is 0, never a guess.
+func unhealthy(status corev1.NodeStatus, resource corev1.ResourceName) int64 {
+	capacity, ok := status.Capacity[resource]
+	allocatable, ok2 := status.Allocatable[resource]
+	if !ok || !ok2 {
+		return 0
+	}
+	return max(0, capacity.Value()-allocatable.Value())
 }
 
 // Disrupted reports a node that counts against disruption budgets: cordoned, in GKE maintenance, perform-maintenance

@@ -9,6 +9,7 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -77,6 +78,30 @@ func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 	}
 	if nodeview.Of(out).Disrupted() != nodeview.Of(node).Disrupted() {
 		t.Error("stripping changed whether the node counts as disrupted")
+	}
+}
+
+// A GPU fault reads the same from the stripped node: the condition of this boot, and the unhealthy GPUs.
+func TestStripNodeKeepsGPUFaults(t *testing.T) {
+	node := readyNode(nil, func(n *corev1.Node) {
+		n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "boot-1", KernelVersion: "6.6", OSImage: "cos"}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: gke.ConditionXidCriticalError,
+			Status: corev1.ConditionTrue, Reason: `{"79":true}`, Message: "boot-1", LastTransitionTime: metav1.Unix(1764547200, 0),
+			LastHeartbeatTime: metav1.Unix(1764547260, 0)})
+		n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("208"), gke.ResourceGPU: resource.MustParse("8")}
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("207"), gke.ResourceGPU: resource.MustParse("7")}
+	})
+	obj, err := stripNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := obj.(*corev1.Node)
+	got, want := nodeview.Of(out), nodeview.Of(node)
+	if want.XidCritical == nil || !reflect.DeepEqual(got.XidCritical, want.XidCritical) || got.UnhealthyGPUs != 1 {
+		t.Errorf("stripped: fault %+v, %d GPUs unhealthy; want %+v, 1", got.XidCritical, got.UnhealthyGPUs, want.XidCritical)
+	}
+	if len(out.Status.Capacity) != 1 || out.Status.NodeInfo.KernelVersion != "" || !out.Status.Conditions[1].LastHeartbeatTime.IsZero() {
+		t.Errorf("kept more than the fault: %+v", out.Status)
 	}
 }
 

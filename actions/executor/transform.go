@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -38,8 +39,9 @@ func watchNode(obj any) (any, error) {
 }
 
 // stripNode keeps of a node what decisions need the labels (pool selectors can change on a policy reload),
-// GKE's maintenance annotation, this service's annotations, cordon, taints and readiness, so the cache leaves out
-// everything else (other annotations, images, addresses, capacity, managed fields).
+// GKE's maintenance annotation, this service's annotations, cordon, taints, readiness and GPU faults (the
+// XidCriticalError condition with the boot ID, unhealthy accelerators), so the cache leaves out everything else
+// (other annotations, images, addresses, other capacity, managed fields).
 func stripNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -65,8 +67,25 @@ func stripNode(obj any) (any, error) {
 		}
 	}
 	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		switch c.Type {
+		case corev1.NodeReady:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status})
+		case gke.ConditionXidCriticalError:
+			// The GPU fault as nodeview reads it: the Xids, the boot it was set in, since when.
+			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status,
+				Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
+			out.Status.NodeInfo.BootID = node.Status.NodeInfo.BootID
+		}
+	}
+	// The accelerators' counts alone, for the devices marked unhealthy.
+	for _, r := range []corev1.ResourceName{gke.ResourceGPU, gke.ResourceTPU} {
+		c, ok := node.Status.Capacity[r]
+		a, ok2 := node.Status.Allocatable[r]
+		if ok && ok2 && c.Cmp(a) > 0 {
+			if out.Status.Capacity == nil {
+				out.Status.Capacity, out.Status.Allocatable = corev1.ResourceList{}, corev1.ResourceList{}
+			}
+			out.Status.Capacity[r], out.Status.Allocatable[r] = c, a
 		}
 	}
 	return out, nil

@@ -27,7 +27,7 @@ import (
 var fleetSizes = []int{1000, 10000, 65000}
 
 // fullNode is a node as the API server sends it, with the status and labels a real GKE GPU node carries; one in a
-// hundred is in some stage of maintenance.
+// hundred is in some stage of maintenance, with a GPU fault.
 func fullNode(i int) *v1.Node {
 	name := fmt.Sprintf("gke-cluster-a3-train-%08x-%04d", i*2654435761, i%10000)
 	labels := map[string]string{
@@ -47,13 +47,22 @@ func fullNode(i int) *v1.Node {
 		Spec: v1.NodeSpec{ProviderID: "gce://project/us-central1-a/" + name, PodCIDR: "10.0.0.0/24",
 			Taints: []v1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: v1.TaintEffectNoSchedule}}},
 		Status: v1.NodeStatus{
-			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("208"), v1.ResourceMemory: resource.MustParse("1872Gi")},
+			Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("208"), v1.ResourceMemory: resource.MustParse("1872Gi"),
+				gke.ResourceGPU: resource.MustParse("8")},
+			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("207"), v1.ResourceMemory: resource.MustParse("1800Gi"),
+				gke.ResourceGPU: resource.MustParse("8")},
+			NodeInfo: v1.NodeSystemInfo{BootID: fmt.Sprintf("%08x-4a1b-4c2d-8e3f-%012x", i, i)},
 			Images:   []v1.ContainerImage{{Names: []string{"gke.gcr.io/nvidia-gpu-device-plugin@sha256:0123456789abcdef"}, SizeBytes: 1 << 28}},
 			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
 				Message: "kubelet is posting ready status"}},
 		},
 	}
 	if i%100 == 0 {
+		// A GPU fault of this boot, the GPU marked unhealthy.
+		n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: gke.ConditionXidCriticalError,
+			Status: v1.ConditionTrue, Reason: `{"79":true}`, Message: n.Status.NodeInfo.BootID,
+			LastTransitionTime: metav1.Unix(1764547200, 0), LastHeartbeatTime: metav1.Unix(1764547260, 0)})
+		n.Status.Allocatable[gke.ResourceGPU] = resource.MustParse("7")
 		n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: gke.TaintImpendingTermination, Effect: v1.TaintEffectNoSchedule})
 	}
 	return n

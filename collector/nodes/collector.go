@@ -59,6 +59,7 @@ func New(logger *slog.Logger, client kubernetes.Interface, reg prometheus.Regist
 	}
 	c.parseErrors.WithLabelValues(gke.LabelScheduledMaintenanceTime)
 	c.parseErrors.WithLabelValues(gke.AnnotationUpcomingMaintenance)
+	c.parseErrors.WithLabelValues(nodeview.UnreadableXidCondition)
 	if err := reg.Register(c.parseErrors); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (c *Collector) apply(oldObj, newObj any) {
 			continue
 		}
 		c.parseErrors.WithLabelValues(e.key).Inc()
-		c.logger.Warn("ignoring unreadable node label or annotation", "node", r.name, "key", e.key, "value", gke.Quote(e.value))
+		c.logger.Warn("ignoring unreadable node label, annotation or condition", "node", r.name, "key", e.key, "value", gke.Quote(e.value))
 	}
 	c.store.set(r)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +40,7 @@ var gkeSeries = []string{
 	"gke_node_upcoming_maintenance_window_end_timestamp_seconds",
 	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds", "gke_node_maintenance_window_started",
 	"gke_node_tpu_slice_hosts", "gke_node_report_and_replace_status", "gke_disruption_node_label_parse_errors_total",
+	"gke_node_gpu_xid_critical", "gke_node_gpu_xid_critical_since_timestamp_seconds", "gke_node_gpus_unhealthy",
 }
 
 // exporter runs the node collector behind the real /metrics handler.
@@ -102,10 +106,32 @@ func (e *exporter) scrape() string {
 	return string(b)
 }
 
+// createNode creates n, then writes its status, which the API server takes only through the status subresource.
 func createNode(t *testing.T, client kubernetes.Interface, n *v1.Node) {
 	t.Helper()
-	if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+	created, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating node %s: %v", n.Name, err)
+	}
+	if reflect.DeepEqual(n.Status, v1.NodeStatus{}) {
+		return
+	}
+	created.Status = n.Status
+	if _, err := client.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("writing the status of node %s: %v", n.Name, err)
+	}
+}
+
+// updateStatus changes a node's status as the kubelet or a device plugin does.
+func updateStatus(t *testing.T, client kubernetes.Interface, name string, change func(*v1.NodeStatus)) {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(&n.Status)
+	if _, err := client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating the status of node %s: %v", name, err)
 	}
 }
 
@@ -167,7 +193,14 @@ func gkeNodes() []*v1.Node {
 		gke.LabelAccelerator: "nvidia-b200", gke.LabelReportAndReplaceStatus: "ERROR",
 		gke.LabelReportAndReplaceOperation: "operation-1700000000000-abc",
 	})
-	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned, reported}
+	// A GPU fault in this boot, one GPU marked unhealthy; and a fault left from before the last boot, all healthy.
+	faulty := gpuFault(withDevices(node("gke-train-a4-1", map[string]string{
+		gke.LabelNodePool: "a4-train", gke.LabelZone: "us-central1-b", gke.LabelInstanceType: "a4-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-b200",
+	}), map[string][2]string{gke.ResourceGPU: {"8", "7"}}), "0f1e2d3c", `{"79":true,"48":true}`, "0f1e2d3c")
+	gpuFault(withDevices(a3, map[string][2]string{gke.ResourceGPU: {"8", "8"}}), "a3-boot-2", `{"79":true}`, "a3-boot-1")
+	withDevices(tpu, map[string][2]string{gke.ResourceTPU: {"4", "3"}})
+	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned, reported, faulty}
 }
 
 func TestGoldenSeries(t *testing.T) {
@@ -231,6 +264,7 @@ gke_node_maintenance_state{node="n1",state="ongoing"} 1
 	e.waitFor("parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
+gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
 gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
 `, "gke_disruption_node_label_parse_errors_total")
 	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"node.gke.io/upcoming-maintenance":"{\"type\":"}}}`)
@@ -238,6 +272,7 @@ gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-mainten
 	e.waitFor("annotation parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
+gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
 gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 1
 `, "gke_disruption_node_label_parse_errors_total")
 
@@ -431,4 +466,69 @@ func TestConvergenceAfterAPIServerRestart(t *testing.T) {
 	if staleWithSuccess > kube.DefaultFailureGrace {
 		t.Errorf("stale series served with success 1 for %v, longer than the failure grace", staleWithSuccess)
 	}
+}
+
+// TestGPUFaultSeries follows a GPU fault on a real API server as GKE's GPU device plugin and the kubelet write it:
+// the condition appears, a garbled reason loses nothing else, a GPU goes unhealthy, the node reboots on a repaired
+// host (the condition, left from the boot before, says nothing), and the GPU is healthy again.
+func TestGPUFaultSeries(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	n := withDevices(node("a4-0", map[string]string{gke.LabelNodePool: "a4"}), map[string][2]string{gke.ResourceGPU: {"8", "8"}})
+	n.Status.NodeInfo.BootID = "boot-1"
+	createNode(t, api.Client, n)
+	e := startExporter(t, api.Client)
+	names := []string{"gke_node_info", "gke_node_gpu_xid_critical", "gke_node_gpu_xid_critical_since_timestamp_seconds",
+		"gke_node_gpus_unhealthy", "gke_disruption_node_label_parse_errors_total"}
+	info := `# HELP gke_node_info GKE node metadata: node pool, zone, machine type, accelerators, provisioning model and physical host.
+# TYPE gke_node_info gauge
+gke_node_info{accelerator="",block="",host="",machine_type="",node="a4-0",node_pool="a4",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1
+`
+	parseErrors := func(xid int) string {
+		return fmt.Sprintf(`# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
+# TYPE gke_disruption_node_label_parse_errors_total counter
+gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 0
+gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} %d
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
+`, xid)
+	}
+	since := `# HELP gke_node_gpu_xid_critical_since_timestamp_seconds When the node condition XidCriticalError of the current boot became True.
+# TYPE gke_node_gpu_xid_critical_since_timestamp_seconds gauge
+gke_node_gpu_xid_critical_since_timestamp_seconds{node="a4-0"} 1.7551638e+09
+`
+	xid79 := `# HELP gke_node_gpu_xid_critical A critical GPU Xid seen since boot, from the GPU device plugin's node condition XidCriticalError; absent when the condition was set in an earlier boot.
+# TYPE gke_node_gpu_xid_critical gauge
+gke_node_gpu_xid_critical{node="a4-0",xid="79"} 1
+`
+	unhealthy := `# HELP gke_node_gpus_unhealthy Accelerator devices the device plugin marked unhealthy: capacity minus allocatable of nvidia.com/gpu or google.com/tpu.
+# TYPE gke_node_gpus_unhealthy gauge
+gke_node_gpus_unhealthy{node="a4-0",resource="nvidia.com/gpu"} 1
+`
+	e.waitFor("a healthy GPU node", info+parseErrors(0), names...)
+
+	setReason := func(reason string) {
+		updateStatus(t, api.Client, "a4-0", func(s *v1.NodeStatus) {
+			s.Conditions = slices.DeleteFunc(s.Conditions, func(c v1.NodeCondition) bool { return c.Type == gke.ConditionXidCriticalError })
+			s.Conditions = gpuFault(&v1.Node{}, "", reason, "boot-1").Status.Conditions
+		})
+	}
+	setReason(`{"79":true}`)
+	e.waitFor("Xid 79 in this boot", info+parseErrors(0)+since+xid79, names...)
+
+	// A garbled reason is counted once, however often the node changes while it stays, and the fault stays known.
+	setReason(`{"79":tr`)
+	patchNode(t, api.Client, "a4-0", `{"metadata":{"labels":{"unrelated":"change"}}}`)
+	e.waitFor("garbled reason: counted, the fault's time kept", info+parseErrors(1)+since, names...)
+	setReason(`{"79":true}`)
+	e.waitFor("readable again", info+parseErrors(1)+since+xid79, names...)
+
+	updateStatus(t, api.Client, "a4-0", func(s *v1.NodeStatus) { s.Allocatable[gke.ResourceGPU] = resource.MustParse("7") })
+	e.waitFor("a GPU marked unhealthy", info+parseErrors(1)+since+xid79+unhealthy, names...)
+
+	// The host repaired, the node boots again before the device plugin removes the condition of the boot before.
+	updateStatus(t, api.Client, "a4-0", func(s *v1.NodeStatus) { s.NodeInfo.BootID = "boot-2" })
+	e.waitFor("a new boot: the condition is stale", info+parseErrors(1)+unhealthy, names...)
+
+	updateStatus(t, api.Client, "a4-0", func(s *v1.NodeStatus) { s.Allocatable[gke.ResourceGPU] = resource.MustParse("8") })
+	e.waitFor("every GPU healthy again", info+parseErrors(1), names...)
 }

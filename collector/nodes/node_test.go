@@ -3,11 +3,13 @@ package nodes
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -18,6 +20,25 @@ func node(name string, labels map[string]string) *v1.Node {
 
 func annotated(n *v1.Node, annotations map[string]string) *v1.Node {
 	n.Annotations = annotations
+	return n
+}
+
+// gpuFault gives n the boot ID and the GPU device plugin's XidCriticalError condition, set in the boot conditionBoot.
+func gpuFault(n *v1.Node, bootID, reason, conditionBoot string) *v1.Node {
+	n.Status.NodeInfo.BootID = bootID
+	n.Status.Conditions = append(n.Status.Conditions, v1.NodeCondition{Type: gke.ConditionXidCriticalError,
+		Status: v1.ConditionTrue, Reason: reason, Message: conditionBoot,
+		LastTransitionTime: metav1.NewTime(time.Date(2025, 8, 14, 9, 30, 0, 0, time.UTC))})
+	return n
+}
+
+// withDevices sets n's capacity and allocatable of each resource.
+func withDevices(n *v1.Node, devices map[string][2]string) *v1.Node {
+	n.Status.Capacity, n.Status.Allocatable = v1.ResourceList{}, v1.ResourceList{}
+	for r, c := range devices {
+		n.Status.Capacity[v1.ResourceName(r)] = resource.MustParse(c[0])
+		n.Status.Allocatable[v1.ResourceName(r)] = resource.MustParse(c[1])
+	}
 	return n
 }
 
@@ -211,6 +232,31 @@ func TestRender(t *testing.T) {
 		{
 			name: "garbled topology: no slice series",
 			node: node("n1", map[string]string{gke.LabelTPUTopology: "4by4", gke.LabelInstanceType: "ct5p-hightpu-4t"}),
+		},
+		{
+			name: "critical Xids of this boot, and since when",
+			node: gpuFault(node("n1", nil), "boot-1", `{"79":true,"119":true}`, "boot-1"),
+			want: `gke_node_gpu_xid_critical{node="n1",xid="79"} 1` + "\n" + `gke_node_gpu_xid_critical{node="n1",xid="119"} 1` + "\n" +
+				`gke_node_gpu_xid_critical_since_timestamp_seconds{node="n1"} 1.7551638e+09` + "\n",
+		},
+		{
+			name: "Xid condition of an earlier boot says nothing",
+			node: gpuFault(node("n1", nil), "boot-2", `{"79":true}`, "boot-1"),
+		},
+		{
+			name:       "unreadable Xid condition reason is an error, the fault's time kept",
+			node:       gpuFault(node("n1", nil), "boot-1", `Xid 79`, "boot-1"),
+			want:       `gke_node_gpu_xid_critical_since_timestamp_seconds{node="n1"} 1.7551638e+09` + "\n",
+			wantErrors: []string{nodeview.UnreadableXidCondition},
+		},
+		{
+			name: "unhealthy GPUs and TPU chips",
+			node: withDevices(node("n1", nil), map[string][2]string{gke.ResourceGPU: {"8", "7"}, gke.ResourceTPU: {"4", "2"}, "cpu": {"8", "7"}}),
+			want: `gke_node_gpus_unhealthy{node="n1",resource="nvidia.com/gpu"} 1` + "\n" + `gke_node_gpus_unhealthy{node="n1",resource="google.com/tpu"} 2` + "\n",
+		},
+		{
+			name: "every GPU healthy",
+			node: withDevices(node("n1", nil), map[string][2]string{gke.ResourceGPU: {"8", "8"}}),
 		},
 		{
 			name: "invalid UTF-8 label value dropped",

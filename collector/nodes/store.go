@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ const (
 	familyOpportunisticTriggered
 	familyOpportunisticDisabled
 	familyTPUSliceHosts
+	familyGPUXidCritical
+	familyGPUXidCriticalSince
+	familyGPUsUnhealthy
 	numFamilies
 )
 
@@ -65,6 +69,12 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "Opportunistic maintenance is disabled with the label cloud.google.com/opportunistic-disable=true."},
 	familyTPUSliceHosts: {Name: "gke_node_tpu_slice_hosts", Type: "gauge",
 		Help: "VMs in the node's TPU slice: chips of cloud.google.com/gke-tpu-topology over chips per VM of the machine type; above 1 a multi-host slice."},
+	familyGPUXidCritical: {Name: "gke_node_gpu_xid_critical", Type: "gauge",
+		Help: "A critical GPU Xid seen since boot, from the GPU device plugin's node condition XidCriticalError; absent when the condition was set in an earlier boot."},
+	familyGPUXidCriticalSince: {Name: "gke_node_gpu_xid_critical_since_timestamp_seconds", Type: "gauge",
+		Help: "When the node condition XidCriticalError of the current boot became True."},
+	familyGPUsUnhealthy: {Name: "gke_node_gpus_unhealthy", Type: "gauge",
+		Help: "Accelerator devices the device plugin marked unhealthy: capacity minus allocatable of nvidia.com/gpu or google.com/tpu."},
 }
 
 // maxRecordBytes bounds a node's samples so the family ends fit their uint16s; real nodes render a few hundred.
@@ -163,6 +173,26 @@ func render(v *nodeview.View) *record {
 		b = collector.AppendSample(b, families[familyTPUSliceHosts].Name, float64(v.TPUSliceHosts), "node", name)
 	}
 	end(familyTPUSliceHosts)
+	xid := v.XidCritical
+	if xid != nil {
+		for _, x := range xid.Xids {
+			b = collector.AppendSample(b, families[familyGPUXidCritical].Name, 1, "node", name, "xid", strconv.FormatUint(uint64(x), 10))
+		}
+	}
+	end(familyGPUXidCritical)
+	if xid != nil && !xid.Since.IsZero() {
+		b = collector.AppendSample(b, families[familyGPUXidCriticalSince].Name, epochSeconds(xid.Since), "node", name)
+	}
+	end(familyGPUXidCriticalSince)
+	for _, u := range []struct {
+		resource string
+		count    int64
+	}{{gke.ResourceGPU, v.UnhealthyGPUs}, {gke.ResourceTPU, v.UnhealthyTPUs}} {
+		if u.count > 0 {
+			b = collector.AppendSample(b, families[familyGPUsUnhealthy].Name, float64(u.count), "node", name, "resource", u.resource)
+		}
+	}
+	end(familyGPUsUnhealthy)
 
 	if len(b) > maxRecordBytes {
 		// Only absurd values (thousands of maintenance reasons) get here: keep the node's info series alone rather

@@ -93,12 +93,19 @@ type NodeStatus struct {
 	// CanReschedule is GKE's word: "true", "false" or "" (not announced).
 	CanReschedule string `json:"canReschedule,omitempty"`
 	// GKEState lists what GKE (or anyone) shows on the node: active-node-maintenance=<state>,
-	// impending-termination, perform-maintenance-requested, cordoned.
+	// impending-termination, perform-maintenance-requested, cordoned, gpu-xid=<xids> (a critical GPU fault of this
+	// boot, "?" when its Xids do not read), gpus-unhealthy=<n>, tpus-unhealthy=<n>.
 	GKEState      []string `json:"gkeState"`
 	Action        string   `json:"action,omitempty"`
 	ActionState   string   `json:"actionState,omitempty"`
 	ActionReason  string   `json:"actionReason,omitempty"`
 	TPUSliceHosts int      `json:"tpuSliceHosts,omitempty"`
+	// GPUXids are the critical Xids GKE's GPU device plugin saw in the node's current boot, GPUXidSince when it
+	// first did (its XidCriticalError condition); UnhealthyGPUs and UnhealthyTPUs the devices it marked unhealthy.
+	GPUXids       []uint32   `json:"gpuXids,omitempty"`
+	GPUXidSince   *time.Time `json:"gpuXidSince,omitempty"`
+	UnhealthyGPUs int64      `json:"unhealthyGPUs,omitempty"`
+	UnhealthyTPUs int64      `json:"unhealthyTPUs,omitempty"`
 	// HeldBy is who holds the node: "actions/<replica>" for the actions service's own work (a claim, or a cordon
 	// it keeps), else another hand (nodeview.OtherOwner: gke-maintenance-handler, cluster-autoscaler, nvsentinel,
 	// cordon); empty when nobody does.
@@ -154,6 +161,21 @@ func StatusOf(node *nodeview.View) NodeStatus {
 	if node.Unschedulable {
 		s.cordoned = true
 		s.GKEState = append(s.GKEState, "cordoned")
+	}
+	if x := node.XidCritical; x != nil {
+		s.GPUXids, s.GPUXidSince = x.Xids, timeOrNil(x.Since)
+		xids := make([]string, len(x.Xids))
+		for i, xid := range x.Xids {
+			xids[i] = strconv.FormatUint(uint64(xid), 10)
+		}
+		s.GKEState = append(s.GKEState, "gpu-xid="+cmp.Or(strings.Join(xids, "+"), "?"))
+	}
+	s.UnhealthyGPUs, s.UnhealthyTPUs = node.UnhealthyGPUs, node.UnhealthyTPUs
+	if s.UnhealthyGPUs > 0 {
+		s.GKEState = append(s.GKEState, "gpus-unhealthy="+strconv.FormatInt(s.UnhealthyGPUs, 10))
+	}
+	if s.UnhealthyTPUs > 0 {
+		s.GKEState = append(s.GKEState, "tpus-unhealthy="+strconv.FormatInt(s.UnhealthyTPUs, 10))
 	}
 	// Only nodes the actions service has worked on carry its state; a record of work for an earlier maintenance,
 	// finished and holding nothing, says nothing about now.

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -671,5 +672,53 @@ func TestStatusHeldBy(t *testing.T) {
 				t.Errorf("-o %s: row of %s does not show its holder %q:\n%s", format, name, holder, line)
 			}
 		}
+	}
+}
+
+// TestStatusShowsGPUFaults: a critical GPU fault of the node's current boot and its unhealthy GPUs show in the
+// GKE state of every table and as fields of their own in JSON; a fault left from an earlier boot shows nowhere.
+func TestStatusShowsGPUFaults(t *testing.T) {
+	fault := func(name, bootID, reason, conditionBoot string, allocatable string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			gke.LabelNodePool: "a4-train", gke.LabelAccelerator: "nvidia-b200", gke.LabelInstanceType: "a4-highgpu-8g"}},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: bootID},
+				Capacity:    corev1.ResourceList{gke.ResourceGPU: resource.MustParse("8")},
+				Allocatable: corev1.ResourceList{gke.ResourceGPU: resource.MustParse(allocatable)},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+					{Type: gke.ConditionXidCriticalError, Status: corev1.ConditionTrue, Reason: reason, Message: conditionBoot,
+						LastTransitionTime: metav1.NewTime(now.Add(-10 * time.Minute))}}}}
+	}
+	snap := Snapshot{Nodes: []*corev1.Node{
+		fault("gke-a4-0", "boot-1", `{"79":true,"48":true}`, "boot-1", "7"),
+		fault("gke-a4-1", "boot-2", `{"79":true}`, "boot-1", "8"), // repaired: the condition is stale
+		fault("gke-a4-2", "boot-1", `garbled`, "boot-1", "8"),
+	}, PolicyUnknown: "no policy in this test", WorkloadsUnknown: "no pods in this test"}
+	var wide bytes.Buffer
+	if err := Render(&wide, snap, StatusOptions{Output: OutputWide, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status-gpu.wide", wide.Bytes())
+
+	var js bytes.Buffer
+	if err := Render(&js, snap, StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	var report Report
+	if err := json.Unmarshal(js.Bytes(), &report); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]NodeStatus{}
+	for _, r := range report.Nodes {
+		rows[r.Node] = r
+	}
+	if r := rows["gke-a4-0"]; fmt.Sprint(r.GPUXids) != "[48 79]" || r.GPUXidSince == nil || !r.GPUXidSince.Equal(now.Add(-10*time.Minute)) ||
+		r.UnhealthyGPUs != 1 || strings.Join(r.GKEState, ",") != "gpu-xid=48+79,gpus-unhealthy=1" {
+		t.Errorf("faulty node: %+v", r)
+	}
+	if r, ok := rows["gke-a4-1"]; ok {
+		t.Errorf("a repaired node with a stale condition is listed: %+v", r)
+	}
+	if r := rows["gke-a4-2"]; r.GPUXids != nil || r.GPUXidSince == nil || strings.Join(r.GKEState, ",") != "gpu-xid=?" {
+		t.Errorf("node whose Xids do not read: %+v", r)
 	}
 }

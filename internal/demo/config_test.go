@@ -72,7 +72,7 @@ func TestDemoOpportunisticMaintenance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expr := renderRules(t, demoRules(sc.TimeScale))["GKENodeMaintenanceWindowApproaching"].Expr
+	expr := renderRules(t, Rules(sc.TimeScale))["GKENodeMaintenanceWindowApproaching"].Expr
 	m := regexp.MustCompile(`time\(\) \+ (\d+)\)`).FindStringSubmatch(expr)
 	if m == nil {
 		t.Fatalf("no lead time in the perform-maintenance alert:\n%s", expr)

@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Exporter:         cfg.Exporter,
 		PolicyFile:       cfg.PolicyFile,
 		AlertmanagerFile: cfg.AlertmanagerFile,
-		Rules:            demoRules(cfg.Scenario.TimeScale),
+		Rules:            Rules(cfg.Scenario.TimeScale),
 		Interval:         time.Second,
 		Ports:            ports,
 		Dir:              dir,
@@ -104,9 +104,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 }
 
-// demoRules renders the mixin in story time. The stuck threshold is raised: the demo's wall-clock maintenance
-// steps, seen in story time, take longer than a real host maintenance.
-func demoRules(scale float64) RuleConfig {
+// Rules are the demo's settings of the mixin, in story time. The stuck threshold is raised: the demo's wall-clock
+// maintenance steps, seen in story time, take longer than a real host maintenance.
+func Rules(scale float64) RuleConfig {
 	return RuleConfig{TimeScale: scale, Config: map[string]any{"maintenanceStuckThreshold": "12h"}}
 }
 

@@ -3,9 +3,12 @@ package driver
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -211,4 +214,35 @@ func TestCompletedIndexes(t *testing.T) {
 	if got := formatIndexes(parseIndexes("0,2-4,x,9,3-", 4)); got != "0,2,3" {
 		t.Errorf("indexes beyond the completions or malformed are dropped: got %q, want 0,2,3", got)
 	}
+}
+
+// TestDemoShortensEveryMechanic: the demo plays a day in minutes, so its scenario sets each of GKE's wall-clock
+// durations; one left to GKE's value (an 11-minute report operation) outlasts the story, and its work never ends
+// there.
+func TestDemoShortensEveryMechanic(t *testing.T) {
+	data, err := builtin.ReadFile("scenarios/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		GKE map[string]any `yaml:"gke"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	var check func(prefix string, set map[string]any, typ reflect.Type)
+	check = func(prefix string, set map[string]any, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			key := f.Tag.Get("yaml")
+			switch {
+			case f.Type.Kind() == reflect.Struct:
+				sub, _ := set[key].(map[string]any)
+				check(prefix+key+".", sub, f.Type)
+			case f.Type == reflect.TypeFor[Duration]() && set[key] == nil:
+				t.Errorf("the demo leaves gke.%s%s to GKE's wall-clock value", prefix, key)
+			}
+		}
+	}
+	check("", raw.GKE, reflect.TypeFor[Mechanics]())
 }
