@@ -29,8 +29,9 @@ local upcomingPath = 'instance/upcoming-maintenance';
               '(\n  up{%s} == 0\n  unless on (%s) %s\n)' % [c.nodeAgentSelector, byNode, inMaintenance],
               'up{%s} == 0' % c.actionsSelector,
             ] + [
-              // Without any cluster's memory of the job: a job never scraped anywhere.
-              'absent(up{%s})\n  unless on (job) group by (job) (%s)' % [s, promql.targetsLastSeen]
+              // Without any cluster's memory of the job: a job never scraped anywhere (a job some cluster had is
+              // named per cluster below).
+              'absent(up{%s})\n  unless on () %s{%s}' % [s, promql.targetsLastSeen, s]
               for s in c.requiredJobSelectors
             ] + [
               // Per cluster where several share one Prometheus: the job had a target there within clusterMemory
