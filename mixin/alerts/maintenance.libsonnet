@@ -165,6 +165,8 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             },
           }),
           alert('GKENodeTerminationImminent', {
+            local event = 'gce_instance_maintenance_event{%s, event="TERMINATE_ON_HOST_MAINTENANCE"}' % c.nodeAgentSelector,
+            local taint = 'gke_node_impending_termination{%s}' % c.clusterExporterSelector,
             expr: promql.withNodeInfo(c, |||
               group by (%(by)s) (
                 %(event)s
@@ -173,30 +175,12 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               )
             ||| % {
               by: byNode,
-              event: promql.remembered(c, 'gce_instance_maintenance_event{%s, event="TERMINATE_ON_HOST_MAINTENANCE"}' % c.nodeAgentSelector, 'agent'),
-              taint: promql.remembered(c, 'gke_node_impending_termination{%s}' % c.clusterExporterSelector, 'cluster'),
-            }),
+              event: promql.remembered(c, event, 'agent'),
+              taint: promql.remembered(c, taint, 'cluster'),
+            }, promql.signalsOf(c, [event, taint])),
             annotations: {
               summary: 'A node is about to stop for host maintenance.',
               description: '%s%s is about to stop for host maintenance: the metadata server reports TERMINATE_ON_HOST_MAINTENANCE or the node has the cloud.google.com/impending-node-termination taint. Its pods are being evicted.' % [capitalized(nodeRef), on],
-            },
-          }),
-          alert('GKESpotNodePreempted', {
-            // The agent's answers of the last evaluationInterval (a preempted VM's agent is scraped only for
-            // seconds), else the recorded preemptions bridged over the agent's end with its VM, until an agent
-            // answers again for the node that it is not preempted. Read here as well as recorded, so that the
-            // alert fires whichever group Prometheus evaluates first.
-            expr: promql.withNodeInfo(c, |||
-              group by (%(by)s) (
-                max_over_time(gce_instance_preempted{%(agent)s}[%(interval)s]) == 1
-                or
-                %(recorded)s
-                unless on (%(by)s) gce_instance_preempted{%(agent)s} == 0
-              )
-            ||| % { by: byNode, agent: c.nodeAgentSelector, interval: c.evaluationInterval, recorded: promql.bridged(c, promql.preempted) }),
-            annotations: {
-              summary: 'A Spot node has been preempted.',
-              description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],
             },
           }),
           alert('GKETPUSliceMaintenanceScheduled', {
@@ -227,6 +211,41 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
             annotations: {
               summary: 'A workload is not ready for GKE host maintenance.',
               description: 'Readiness check {{ $labels.check }} fails%s for {{ with $labels.workload }}{{ $labels.workload_kind }} {{ $labels.%s }}/{{ . }} ({{ $value | printf "%%.0f" }} pods){{ else }}the cluster{{ end }}, for more than %s: maintenance will disrupt it more than it needs to.' % [on, ns, c.alerts.GKEReadinessFinding['for']],
+            },
+          }),
+        ],
+      },
+      {
+        // A preempted Spot VM's agent answers for seconds: its record and its alert share a group.
+        name: 'gke-disruption-spot',
+        rules: [
+          {
+            // When each preempted node's agent last said so: the agent's answers of the last evaluationInterval
+            // (a preempted VM's agent is scraped only for seconds), else its own previous value for
+            // signalGapTolerance after, through the agent's end with its VM, until an agent answers again for the
+            // node that it is not preempted. Every node agent's series are read once a cycle, here; the alert
+            // after it reads this sparse series in the same group, so it fires whichever group runs first.
+            record: promql.preempted,
+            expr: |||
+              (max by (%(by)s) (max_over_time(gce_instance_preempted{%(agent)s}[%(interval)s])) == 1) * 0 + time()
+              or on (%(by)s)
+              (
+                %(recorded)s > time() - %(memory)d
+                unless on (%(by)s) gce_instance_preempted{%(agent)s} == 0
+              )
+            ||| % {
+              by: byNode,
+              agent: c.nodeAgentSelector,
+              interval: c.evaluationInterval,
+              recorded: promql.preempted,
+              memory: utils.seconds(c.signalGapTolerance),
+            },
+          },
+          alert('GKESpotNodePreempted', {
+            expr: promql.withNodeInfo(c, 'group by (%s) (%s)' % [byNode, promql.preempted]),
+            annotations: {
+              summary: 'A Spot node has been preempted.',
+              description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],
             },
           }),
         ],

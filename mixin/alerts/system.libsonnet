@@ -75,63 +75,6 @@ local upcomingPath = 'instance/upcoming-maintenance';
               description: '{{ printf "%%.0f" $value }} {{ $labels.action }} action(s) failed%s within %s. The affected nodes were not prepared for their maintenance.' % [on, c.actionFailedWindow],
             },
           }),
-          alert('GKENodeAgentMissing', {
-            // A GPU, TPU or Spot node that no node agent reports on (recorded, so that a gap of the cluster
-            // exporter does not restart the `for`; read against the agents now, so that an agent that is back
-            // ends it whichever group Prometheus evaluates first), unless it is in maintenance and stopped; or an
-            // agent, still a target, whose metadata server has not answered for metadataStaleThreshold.
-            expr: std.join('\nor\n', [
-              problem(|||
-                %(missing)s
-                unless on (%(by)s) %(agent)s
-                unless on (%(by)s) %(inMaintenance)s
-              ||| % {
-                missing: promql.nodeAgentMissingSince,
-                by: byNode,
-                agent: promql.agentCurrent(c),
-                inMaintenance: inMaintenance,
-              }, 'no_agent'),
-              // The current last success, else (the agent's series missing in a gap) the recorded stale one.
-              problem(|||
-                time() - (
-                  max by (%(by)s, instance) (%(success)s)
-                  or on (%(by)s, instance)
-                  max by (%(by)s, instance) (%(stale)s)
-                ) > %(threshold)d
-                and on (%(cluster)s, instance) up{%(agent)s}
-              ||| % {
-                by: byNode,
-                cluster: c.clusterLabel,
-                stale: promql.bridged(c, promql.metadataStale),
-                success: 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
-                threshold: utils.seconds(c.metadataStaleThreshold),
-                agent: c.nodeAgentSelector,
-              }, 'metadata_unreachable'),
-            ]) + '\n',
-            annotations: {
-              summary: 'A GPU, TPU or Spot node has no working node agent.',
-              description: '{{ if eq $labels.problem "no_agent" }}No node agent reports on node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}%(on)s{{ else }}The node agent {{ $labels.instance }}{{ with $labels.node }} on node {{ . }}{{ end }}%(on)s has not reached its metadata server for {{ $value | humanizeDuration }}{{ end }}: its maintenance notices, Spot preemption and upcoming-maintenance windows are not seen, and a maintenance that could be rescheduled may be drained instead.' % { on: on },
-            },
-          }),
-          alert('GKEDisruptionMetadataPathUnsupported', {
-            // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
-            // maintenance of the node is drained rather than started at a time of our choosing.
-            expr: |||
-              max by (%(by)s, instance) (%(unsupported)s)
-              unless on (%(by)s, instance) %(supported)s == 1
-              and on (%(by)s)
-              %(nodes)s
-            ||| % {
-              by: byNode,
-              unsupported: promql.bridged(c, promql.upcomingUnsupported),
-              supported: 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath],
-              nodes: promql.acceleratorNodes(c),
-            },
-            annotations: {
-              summary: 'The metadata server of a GPU/TPU node does not serve upcoming maintenance.',
-              description: 'The metadata server of node {{ $labels.node }}%s answers 404 for %s (node agent {{ $labels.instance }}). Unless GKE annotates the node, its maintenance windows are known only from the scheduled-maintenance-time label and their reschedulability not at all, so they are drained rather than rescheduled.' % [on, upcomingPath],
-            },
-          }),
           alert('GKEDisruptionCloudMonitoringStale', {
             // An exporter that has never succeeded exposes 0: it is stale once it has been so for the threshold
             // since it started, not at once.
@@ -204,6 +147,69 @@ local upcomingPath = 'instance/upcoming-maintenance';
                 waiting: c.actionsWaitingThreshold,
                 leader: c.actionsNoLeaderFor,
               },
+            },
+          }),
+        ],
+      },
+      {
+        // What the node agents cannot see. A group of its own: each of these alerts reads every agent's series.
+        name: 'gke-disruption-node-agents',
+        rules: [
+          alert('GKENodeAgentMissing', {
+            // A GPU, TPU or Spot node that no node agent reports on (recorded, so that a gap of the cluster
+            // exporter does not restart the `for`; read against the agents now, so that an agent that is back
+            // ends it whichever group Prometheus evaluates first), unless it is in maintenance and stopped; or an
+            // agent, still a target, whose metadata server has not answered for metadataStaleThreshold.
+            expr: std.join('\nor\n', [
+              problem(|||
+                %(missing)s
+                unless on (%(by)s) %(agent)s
+                unless on (%(by)s) %(inMaintenance)s
+              ||| % {
+                missing: promql.nodeAgentMissingSince,
+                by: byNode,
+                agent: promql.agentCurrent(c),
+                inMaintenance: inMaintenance,
+              }, 'no_agent'),
+              // The current last success, else (the agent's series missing in a gap) the recorded stale one.
+              problem(|||
+                time() - (
+                  max by (%(by)s, instance) (%(success)s)
+                  or on (%(by)s, instance)
+                  max by (%(by)s, instance) (%(stale)s)
+                ) > %(threshold)d
+                and on (%(cluster)s, instance) up{%(agent)s}
+              ||| % {
+                by: byNode,
+                cluster: c.clusterLabel,
+                stale: promql.bridged(c, promql.metadataStale),
+                success: 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
+                threshold: utils.seconds(c.metadataStaleThreshold),
+                agent: c.nodeAgentSelector,
+              }, 'metadata_unreachable'),
+            ]) + '\n',
+            annotations: {
+              summary: 'A GPU, TPU or Spot node has no working node agent.',
+              description: '{{ if eq $labels.problem "no_agent" }}No node agent reports on node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}%(on)s{{ else }}The node agent {{ $labels.instance }}{{ with $labels.node }} on node {{ . }}{{ end }}%(on)s has not reached its metadata server for {{ $value | humanizeDuration }}{{ end }}: its maintenance notices, Spot preemption and upcoming-maintenance windows are not seen, and a maintenance that could be rescheduled may be drained instead.' % { on: on },
+            },
+          }),
+          alert('GKEDisruptionMetadataPathUnsupported', {
+            // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
+            // maintenance of the node is drained rather than started at a time of our choosing.
+            expr: |||
+              max by (%(by)s, instance) (%(unsupported)s)
+              unless on (%(by)s, instance) %(supported)s == 1
+              and on (%(by)s)
+              %(nodes)s
+            ||| % {
+              by: byNode,
+              unsupported: promql.bridged(c, promql.upcomingUnsupported),
+              supported: 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath],
+              nodes: promql.acceleratorNodes(c),
+            },
+            annotations: {
+              summary: 'The metadata server of a GPU/TPU node does not serve upcoming maintenance.',
+              description: 'The metadata server of node {{ $labels.node }}%s answers 404 for %s (node agent {{ $labels.instance }}). Unless GKE annotates the node, its maintenance windows are known only from the scheduled-maintenance-time label and their reschedulability not at all, so they are drained rather than rescheduled.' % [on, upcomingPath],
             },
           }),
         ],

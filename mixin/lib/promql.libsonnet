@@ -116,9 +116,12 @@ local utils = import 'utils.libsonnet';
   // withNodeInfo adds the node's pool and accelerator labels to expr, a per-node expression keyed by the cluster
   // label and node: the labels the cluster exporter shows now, else those remembered through its gap. The node
   // agent and the cluster exporter are different jobs, so the join is on node, never on instance or job. A node
-  // the cluster exporter neither shows nor remembers keeps its series, without the extra labels.
-  withNodeInfo(config, expr)::
+  // the cluster exporter neither shows nor remembers keeps its series, without the extra labels. nodes, when
+  // given, is a cheaper expression with at least expr's nodes (signalsOf its selectors), read in place of expr
+  // for the join: expr is then evaluated once.
+  withNodeInfo(config, expr, nodes=null)::
     local on = utils.labelList(config, ['node']);
+    local of = if nodes == null then expr else nodes;
     |||
       (
       %(expr)s
@@ -128,18 +131,25 @@ local utils = import 'utils.libsonnet';
       %(info)s
           or on (%(on)s)
           group without () (%(remembered)s)
+          or on (%(on)s)
+          group by (%(on)s) (
+      %(of)s
+          )
         )
-      or on (%(on)s)
-      (
-      %(expr)s
-      )
     ||| % {
       expr: utils.indent(expr, 2),
       on: on,
       labels: std.join(', ', $.nodeInfoLabels),
-      info: utils.indent($.nodeInfoOf(config, expr), 4),
+      info: utils.indent($.nodeInfoOf(config, of), 4),
       remembered: $.nodeInfoLastSeen,
+      of: utils.indent(of, 6),
     },
+
+  // signalsOf is the series of selectors within signalGapTolerance, one or more per node: the nodes that a
+  // remembered or current value of them can name, without asking whether their source is current (which reads
+  // every node).
+  signalsOf(config, selectors)::
+    '(\n%s\n)' % utils.indent(std.join('\nor\n', [$.bridged(config, s) for s in selectors]), 2),
 
   // heldFor is true (the value of expr) where expr, a per-series expression, has had a result at every
   // subqueryStep of the last duration: how long a condition has held, from the data, whatever restarted.
@@ -148,12 +158,13 @@ local utils = import 'utils.libsonnet';
     'count_over_time((\n%s\n)[%s:%s]) >= %d' % [utils.indent(expr, 2), duration, config.subqueryStep, std.max(1, steps)],
 
   // acceleratorNodes is the gke_node_info of the GPU/TPU nodes (and those matching the extra matchers) as the
-  // cluster exporter shows them now: every such node, so narrow it with and/unless before aggregating.
+  // cluster exporter shows them now: every such node, so narrow it with and/unless before aggregating. In
+  // parentheses, so that the union stays one operand of whatever and/unless it is put beside.
   acceleratorNodes(config, extra=[])::
-    std.join('\nor\n', [
+    '(\n%s\n)' % utils.indent(std.join('\nor\n', [
       'gke_node_info{%s, %s}' % [config.clusterExporterSelector, m]
       for m in ['accelerator!=""', 'tpu_accelerator!=""'] + extra
-    ]),
+    ]), 2),
 
   // Recorded per node or node agent by the agents rules (rules.libsonnet): when a node agent last reported on each
   // node, and the few agents with something wrong. Alerts bridge these sparse series rather than the signals of
@@ -161,7 +172,7 @@ local utils = import 'utils.libsonnet';
   nodeAgentMissingSince:: 'node:gke_disruption_node_agent:missing_since',
   // Recorded by the targets rules: when each required job last had a target, per cluster.
   targetsLastSeen:: 'job:up:last_seen',
-  preempted:: 'node:gce_instance_preempted:max',
+  preempted:: 'node:gce_instance_preempted:last_seen',
   metadataStale:: 'node_instance:gke_disruption_metadata_last_success_timestamp_seconds:stale',
   upcomingUnsupported:: 'node_instance:gke_disruption_metadata_path_supported:unsupported',
   agentCollectorFailing:: 'instance_collector:gke_disruption_collector_success:failing',

@@ -72,11 +72,16 @@ local utils = import '../lib/utils.libsonnet';
             // any current value (a maintenance that moved during a gap is the new one at once), and never once
             // its source is current again and shows none: the memory ends with the maintenance.
             record: start,
-            expr: promql.withNodeInfo(c, promql.currentOrRemembered(c, 'min', byNode, [
+            local sources = [
               ['gke_node_scheduled_maintenance_timestamp_seconds{%s}' % c.clusterExporterSelector, 'cluster'],
               ['gke_node_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.clusterExporterSelector, 'cluster'],
               ['gce_instance_upcoming_maintenance_window_start_timestamp_seconds{%s}' % c.nodeAgentSelector, 'agent'],
-            ])),
+            ],
+            expr: promql.withNodeInfo(
+              c,
+              promql.currentOrRemembered(c, 'min', byNode, sources),
+              promql.signalsOf(c, [s[0] for s in sources]),
+            ),
           },
           {
             // The current answer to "can this maintenance be rescheduled" ("false" when the node agent and GKE's
@@ -143,8 +148,6 @@ local utils = import '../lib/utils.libsonnet';
         // What the node agents say about every node, reduced to the few nodes and agents with something to
         // report, so that alerts bridge sparse series (see promql.libsonnet).
         name: 'gke-disruption-agents.rules',
-        local byInstance = utils.labelList(c, ['node', 'instance']),
-        local lastSuccess = 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
         rules: [
           {
             // Since when each GPU, TPU or Spot node has had no node agent reporting on it: kept from its own
@@ -181,11 +184,15 @@ local utils = import '../lib/utils.libsonnet';
               nodes: utils.indent(promql.acceleratorNodes(c, ['provisioning="spot"']), 4),
             },
           },
-          {
-            // Over the last evaluationInterval: a preempted VM's agent is scraped only for seconds.
-            record: promql.preempted,
-            expr: 'max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1\n' % [byNode, c.nodeAgentSelector, c.evaluationInterval],
-          },
+        ],
+      },
+      {
+        // The few node agents with something wrong. A group of their own: each rule reads every agent's series,
+        // and Prometheus evaluates groups side by side but a group's rules one after another.
+        name: 'gke-disruption-agent-health.rules',
+        local byInstance = utils.labelList(c, ['node', 'instance']),
+        local lastSuccess = 'gke_disruption_metadata_last_success_timestamp_seconds{%s}' % c.nodeAgentSelector,
+        rules: [
           {
             // The node agents whose metadata server has not answered for metadataStaleThreshold, valued with the
             // last answer.
