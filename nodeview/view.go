@@ -73,6 +73,12 @@ type View struct {
 	// UnhealthyGPUs and UnhealthyTPUs count the devices their device plugin marked unhealthy: capacity minus
 	// allocatable of gke.ResourceGPU and gke.ResourceTPU, when both are reported and it is above 0.
 	UnhealthyGPUs, UnhealthyTPUs int64
+	// GKEOperations are GKE's own work on the node now (gke.Operations: "drain", "upgrade_nodes", …), none when
+	// GKE shows none.
+	GKEOperations []string
+	// PlannedTermination is when the VM ends by its maximum run duration (flex-start, queued provisioning); zero
+	// when it has none.
+	PlannedTermination time.Time
 	// OpportunisticTriggered: GKE's annotation says its opportunistic maintenance was triggered.
 	OpportunisticTriggered bool
 	// OpportunisticConfigured: the pool is configured for GKE's own opportunistic maintenance.
@@ -149,6 +155,15 @@ func Of(node *corev1.Node) *View {
 		}
 	}
 	v.Maintenance = pendingMaintenance(scheduled, v.Upcoming)
+	var err error
+	if v.GKEOperations, err = gke.Operations(labels, node.Annotations); err != nil {
+		v.Unreadable = append(v.Unreadable, Unreadable{gke.AnnotationCurrentOperation, node.Annotations[gke.AnnotationCurrentOperation]})
+	}
+	if raw, ok := node.Annotations[gke.AnnotationMachineTerminationDatetime]; ok {
+		if v.PlannedTermination, err = gke.ParseTerminationTime(raw); err != nil {
+			v.Unreadable = append(v.Unreadable, Unreadable{gke.AnnotationMachineTerminationDatetime, raw})
+		}
+	}
 	for _, t := range node.Spec.Taints {
 		switch t.Key {
 		case gke.TaintMaintenanceWindowStarted:

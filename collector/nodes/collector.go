@@ -60,6 +60,8 @@ func New(logger *slog.Logger, client kubernetes.Interface, reg prometheus.Regist
 	c.parseErrors.WithLabelValues(gke.LabelScheduledMaintenanceTime)
 	c.parseErrors.WithLabelValues(gke.AnnotationUpcomingMaintenance)
 	c.parseErrors.WithLabelValues(nodeview.UnreadableXidCondition)
+	c.parseErrors.WithLabelValues(gke.AnnotationCurrentOperation)
+	c.parseErrors.WithLabelValues(gke.AnnotationMachineTerminationDatetime)
 	if err := reg.Register(c.parseErrors); err != nil {
 		return nil, err
 	}

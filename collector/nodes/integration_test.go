@@ -41,6 +41,7 @@ var gkeSeries = []string{
 	"gke_node_upcoming_maintenance_latest_window_start_timestamp_seconds", "gke_node_maintenance_window_started",
 	"gke_node_tpu_slice_hosts", "gke_node_report_and_replace_status", "gke_disruption_node_label_parse_errors_total",
 	"gke_node_gpu_xid_critical", "gke_node_gpu_xid_critical_since_timestamp_seconds", "gke_node_gpus_unhealthy",
+	"gke_node_gke_operation", "gke_node_termination_timestamp_seconds",
 }
 
 // exporter runs the node collector behind the real /metrics handler.
@@ -200,7 +201,20 @@ func gkeNodes() []*v1.Node {
 	}), map[string][2]string{gke.ResourceGPU: {"8", "7"}}), "0f1e2d3c", `{"79":true,"48":true}`, "0f1e2d3c")
 	gpuFault(withDevices(a3, map[string][2]string{gke.ResourceGPU: {"8", "8"}}), "a3-boot-2", `{"79":true}`, "a3-boot-1")
 	withDevices(tpu, map[string][2]string{gke.ResourceTPU: {"4", "3"}})
-	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned, reported, faulty}
+	// A node GKE drains for a node pool upgrade, as its surge upgrade marks it.
+	upgrading := node("gke-infer-l4-0", map[string]string{
+		gke.LabelNodePool: "l4-infer", gke.LabelZone: "us-central1-c", gke.LabelInstanceType: "g2-standard-8",
+		gke.LabelAccelerator: "nvidia-l4", gke.LabelOperationType: "drain",
+	})
+	upgrading.Annotations = map[string]string{gke.AnnotationCurrentOperation: `{"operation_type":"UPGRADE_NODES","lock_end_timestamp":"2025-12-01T01:00:00Z"}`}
+	upgrading.Spec.Unschedulable = true
+	// A flex-start VM with its planned end.
+	flex := node("gke-flex-a3-0", map[string]string{
+		gke.LabelNodePool: "a3-flex", gke.LabelZone: "us-central1-a", gke.LabelInstanceType: "a3-highgpu-8g",
+		gke.LabelAccelerator: "nvidia-h100-80gb", "cloud.google.com/gke-flex-start": "true",
+	})
+	flex.Annotations = map[string]string{gke.AnnotationMachineTerminationDatetime: "2025-12-07T12:00:00Z"}
+	return []*v1.Node{a3, passthrough, tpu, tpuUnknown, tpuNoTopology, spot, cordoned, reported, faulty, upgrading, flex}
 }
 
 func TestGoldenSeries(t *testing.T) {
@@ -265,6 +279,8 @@ gke_node_maintenance_state{node="n1",state="ongoing"} 1
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
 gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
+gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
 gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
 `, "gke_disruption_node_label_parse_errors_total")
 	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"node.gke.io/upcoming-maintenance":"{\"type\":"}}}`)
@@ -273,6 +289,8 @@ gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-mainten
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
 gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
+gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
 gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 1
 `, "gke_disruption_node_label_parse_errors_total")
 
@@ -489,6 +507,8 @@ gke_node_info{accelerator="",block="",host="",machine_type="",node="a4-0",node_p
 # TYPE gke_disruption_node_label_parse_errors_total counter
 gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 0
 gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} %d
+gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
 gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
 `, xid)
 	}
@@ -531,4 +551,48 @@ gke_node_gpus_unhealthy{node="a4-0",resource="nvidia.com/gpu"} 1
 
 	updateStatus(t, api.Client, "a4-0", func(s *v1.NodeStatus) { s.Allocatable[gke.ResourceGPU] = resource.MustParse("8") })
 	e.waitFor("every GPU healthy again", info+parseErrors(1), names...)
+}
+
+// GKE's own work and a planned end appear with what GKE writes on the node and end with it; values that do not
+// read are counted once and lose nothing else.
+func TestGKEOperationAndTerminationFollowNodes(t *testing.T) {
+	t.Parallel()
+	api := testenv.StartAPIServer(t)
+	createNode(t, api.Client, node("n1", map[string]string{gke.LabelNodePool: "p"}))
+	e := startExporter(t, api.Client)
+	names := []string{"gke_node_gke_operation", "gke_node_termination_timestamp_seconds"}
+	operation := `# HELP gke_node_gke_operation GKE's own work on the node (an upgrade, a repair, its drain), from the label operation.gke.io/type and the annotation gke-current-operation; absent when none.
+# TYPE gke_node_gke_operation gauge
+`
+	termination := `# HELP gke_node_termination_timestamp_seconds A planned end of the node's VM other than maintenance: reason max_run_duration from the annotation node.gke.io/machine-termination-datetime (flex-start, queued provisioning).
+# TYPE gke_node_termination_timestamp_seconds gauge
+gke_node_termination_timestamp_seconds{node="n1",reason="max_run_duration"} %d
+`
+	e.waitFor("nothing of GKE's", "", names...)
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"gke-current-operation":"{\"operation_type\":\"AUTO_REPAIR_NODES\"}","node.gke.io/machine-termination-datetime":"2026-12-09T10:00:00Z"}}}`)
+	e.waitFor("a repair and a planned end", operation+`gke_node_gke_operation{node="n1",operation_type="auto_repair_nodes"} 1
+`+fmt.Sprintf(termination, 1796810400), names...)
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"operation.gke.io/type":"drain"},"annotations":{"gke-current-operation":"{\"operation_type\":\"UPGRADE_NODES\"}","node.gke.io/machine-termination-datetime":"2026-12-10T10:00:00Z"}}}`)
+	e.waitFor("an upgrade drains it, the end moved", operation+`gke_node_gke_operation{node="n1",operation_type="drain"} 1
+gke_node_gke_operation{node="n1",operation_type="upgrade_nodes"} 1
+`+fmt.Sprintf(termination, 1796896800), names...)
+
+	// Garbled values: the label's drain stays; the planned end is gone rather than guessed; each counted once.
+	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"gke-current-operation":"[oops","node.gke.io/machine-termination-datetime":"next week"}}}`)
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"change"}}}`)
+	e.waitFor("garbled values", operation+`gke_node_gke_operation{node="n1",operation_type="drain"} 1
+`, names...)
+	e.waitFor("garbled values counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
+# TYPE gke_disruption_node_label_parse_errors_total counter
+gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 0
+gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
+gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 1
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 1
+gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
+`, "gke_disruption_node_label_parse_errors_total")
+
+	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"operation.gke.io/type":null},"annotations":{"gke-current-operation":null,"node.gke.io/machine-termination-datetime":null}}}`)
+	e.waitFor("GKE done", "", names...)
 }

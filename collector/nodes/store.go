@@ -35,6 +35,8 @@ const (
 	familyGPUXidCritical
 	familyGPUXidCriticalSince
 	familyGPUsUnhealthy
+	familyGKEOperation
+	familyTermination
 	numFamilies
 )
 
@@ -75,6 +77,10 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "When the node condition XidCriticalError of the current boot became True."},
 	familyGPUsUnhealthy: {Name: "gke_node_gpus_unhealthy", Type: "gauge",
 		Help: "Accelerator devices the device plugin marked unhealthy: capacity minus allocatable of nvidia.com/gpu or google.com/tpu."},
+	familyGKEOperation: {Name: "gke_node_gke_operation", Type: "gauge",
+		Help: "GKE's own work on the node (an upgrade, a repair, its drain), from the label operation.gke.io/type and the annotation gke-current-operation; absent when none."},
+	familyTermination: {Name: "gke_node_termination_timestamp_seconds", Type: "gauge",
+		Help: "A planned end of the node's VM other than maintenance: reason max_run_duration from the annotation node.gke.io/machine-termination-datetime (flex-start, queued provisioning)."},
 }
 
 // maxRecordBytes bounds a node's samples so the family ends fit their uint16s; real nodes render a few hundred.
@@ -193,6 +199,14 @@ func render(v *nodeview.View) *record {
 		}
 	}
 	end(familyGPUsUnhealthy)
+	for _, op := range v.GKEOperations {
+		b = collector.AppendSample(b, families[familyGKEOperation].Name, 1, "node", name, "operation_type", utf8Value(op))
+	}
+	end(familyGKEOperation)
+	if !v.PlannedTermination.IsZero() {
+		b = collector.AppendSample(b, families[familyTermination].Name, epochSeconds(v.PlannedTermination), "node", name, "reason", gke.TerminationMaxRunDuration)
+	}
+	end(familyTermination)
 
 	if len(b) > maxRecordBytes {
 		// Only absurd values (thousands of maintenance reasons) get here: keep the node's info series alone rather

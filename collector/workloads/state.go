@@ -18,6 +18,7 @@ import (
 const (
 	familyNodes = iota
 	familyNextMaintenance
+	familyNextInterruption
 	familyNodesInMaintenance
 	familyFindings
 	numFamilies
@@ -28,17 +29,26 @@ var families = [numFamilies]collector.TextFamily{
 		Help: "GPU, TPU and Spot nodes the workload's pods run on."},
 	familyNextMaintenance: {Name: "gke_workload_next_maintenance_timestamp_seconds", Type: "gauge",
 		Help: "Earliest scheduled maintenance among the workload's GPU, TPU and Spot nodes."},
+	familyNextInterruption: {Name: "gke_workload_next_interruption_timestamp_seconds", Type: "gauge",
+		Help: "Earliest planned interruption among the workload's GPU, TPU and Spot nodes: host maintenance, or the end of a VM's maximum run duration (interruption label)."},
 	familyNodesInMaintenance: {Name: "gke_workload_nodes_in_maintenance", Type: "gauge",
 		Help: "Of the workload's GPU, TPU and Spot nodes, those in host maintenance now."},
 	familyFindings: {Name: "gke_readiness_findings", Type: "gauge",
 		Help: "Pods of the workload (1 for checks of the cluster) failing a readiness check; see docs/readiness.md."},
 }
 
+// The interruption label values of gke_workload_next_interruption_timestamp_seconds.
+const (
+	interruptionMaintenance = "maintenance"
+	interruptionTermination = "termination"
+)
+
 // nodeInfo is what the collector keeps of a node.
 type nodeInfo struct {
 	name string // the one copy of the name that pods on the node share
 	readiness.Node
 	maintenance   int64 // pending maintenance (nodeview.Maintenance), epoch seconds; 0 when none
+	termination   int64 // planned end of the VM (nodeview.View.PlannedTermination), epoch seconds; 0 when none
 	inMaintenance bool
 }
 
@@ -679,7 +689,7 @@ func (s *state) render(w *workload) {
 	var r [numFamilies][]byte
 	ns, kind, name := w.key.namespace, w.key.kind, w.key.name
 	nodes, inMaintenance := 0, 0
-	var next int64
+	var next, nextTermination int64
 	for n := range w.nodes {
 		info, ok := s.nodes[n]
 		if !ok {
@@ -692,6 +702,14 @@ func (s *state) render(w *workload) {
 		if info.maintenance > 0 && (next == 0 || info.maintenance < next) {
 			next = info.maintenance
 		}
+		if info.termination > 0 && (nextTermination == 0 || info.termination < nextTermination) {
+			nextTermination = info.termination
+		}
+	}
+	// The next interruption is the earlier of the two; maintenance where they fall together.
+	interruption, nextInterruption := interruptionMaintenance, next
+	if nextTermination > 0 && (next == 0 || nextTermination < next) {
+		interruption, nextInterruption = interruptionTermination, nextTermination
 	}
 	// Label names in sorted order, as client_golang writes them.
 	if nodes > 0 {
@@ -701,6 +719,10 @@ func (s *state) render(w *workload) {
 	if next > 0 {
 		r[familyNextMaintenance] = collector.AppendSample(nil, families[familyNextMaintenance].Name, float64(next),
 			"namespace", ns, "workload", name, "workload_kind", kind)
+	}
+	if nextInterruption > 0 {
+		r[familyNextInterruption] = collector.AppendSample(nil, families[familyNextInterruption].Name, float64(nextInterruption),
+			"interruption", interruption, "namespace", ns, "workload", name, "workload_kind", kind)
 	}
 	if inMaintenance > 0 {
 		r[familyNodesInMaintenance] = collector.AppendSample(nil, families[familyNodesInMaintenance].Name, float64(inMaintenance),

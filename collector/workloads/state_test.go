@@ -48,7 +48,8 @@ func TestPodOnUnknownNodeKeptUntilNodeKnown(t *testing.T) {
 	s.setNode(gpuNode("n1", 1764547200))
 	s.setNode(nodeInfo{name: "n2"}) // ordinary: its pod is forgotten
 	want := `gke_workload_nodes{namespace="a",workload="p",workload_kind="Pod"} 1
-gke_workload_next_maintenance_timestamp_seconds{namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09`
+gke_workload_next_maintenance_timestamp_seconds{namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09
+gke_workload_next_interruption_timestamp_seconds{interruption="maintenance",namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09`
 	if got := text(t, s); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
@@ -183,5 +184,44 @@ func TestWorkloadLabels(t *testing.T) {
 gke_workload_nodes{namespace="a",workload="train",workload_kind="JobSet"} 1`
 	if got := text(t, s); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A workload's next interruption is the earliest of its nodes' maintenance and planned VM ends, named.
+func TestNextInterruption(t *testing.T) {
+	s := newState(testConfig, owners{}.lookup)
+	s.setGracefulTermination(true)
+	s.setPod(&podInput{namespace: "a", name: "p", node: "n1", grace: 600}, true)
+	s.setPod(&podInput{namespace: "a", name: "q", node: "n2", grace: 600}, true)
+	flex := func(name string, end int64) nodeInfo {
+		n := gpuNode(name, 0)
+		n.termination = end
+		return n
+	}
+	s.setNode(gpuNode("n1", 1764547200))
+	s.setNode(flex("n2", 1764500000))
+	want := `gke_workload_nodes{namespace="a",workload="p",workload_kind="Pod"} 1
+gke_workload_nodes{namespace="a",workload="q",workload_kind="Pod"} 1
+gke_workload_next_maintenance_timestamp_seconds{namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09
+gke_workload_next_interruption_timestamp_seconds{interruption="maintenance",namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09
+gke_workload_next_interruption_timestamp_seconds{interruption="termination",namespace="a",workload="q",workload_kind="Pod"} 1.7645e+09`
+	if got := text(t, s); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	// Both on one node: the earlier wins; maintenance where they fall together.
+	n := flex("n1", 1764540000)
+	n.maintenance = 1764547200
+	s.setNode(n)
+	if got := text(t, s); !strings.Contains(got, `gke_workload_next_interruption_timestamp_seconds{interruption="termination",namespace="a",workload="p",workload_kind="Pod"} 1.76454e+09`) {
+		t.Errorf("an earlier planned end is not the next interruption:\n%s", got)
+	}
+	n.termination = n.maintenance
+	s.setNode(n)
+	if got := text(t, s); !strings.Contains(got, `gke_workload_next_interruption_timestamp_seconds{interruption="maintenance",namespace="a",workload="p",workload_kind="Pod"} 1.7645472e+09`) {
+		t.Errorf("a tie is not maintenance:\n%s", got)
+	}
+	s.setNode(gpuNode("n2", 0))
+	if got := text(t, s); strings.Contains(got, `workload="q",workload_kind="Pod"} 1.7645e+09`) {
+		t.Errorf("a planned end that is gone is still reported:\n%s", got)
 	}
 }

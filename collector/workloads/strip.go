@@ -39,6 +39,9 @@ func nodeFrom(v *nodeview.View) nodeInfo {
 	if v.Maintenance.Pending() {
 		info.maintenance = v.Maintenance.Start().Unix()
 	}
+	if !v.PlannedTermination.IsZero() {
+		info.termination = v.PlannedTermination.Unix()
+	}
 	return info
 }
 

@@ -94,7 +94,8 @@ type NodeStatus struct {
 	CanReschedule string `json:"canReschedule,omitempty"`
 	// GKEState lists what GKE (or anyone) shows on the node: active-node-maintenance=<state>,
 	// impending-termination, perform-maintenance-requested, cordoned, gpu-xid=<xids> (a critical GPU fault of this
-	// boot, "?" when its Xids do not read), gpus-unhealthy=<n>, tpus-unhealthy=<n>.
+	// boot, "?" when its Xids do not read), gpus-unhealthy=<n>, tpus-unhealthy=<n>, gke-operation=<types> (GKE's
+	// own work: an upgrade, a repair, its drain), planned-termination=<time> (the end of a maximum run duration).
 	GKEState      []string `json:"gkeState"`
 	Action        string   `json:"action,omitempty"`
 	ActionState   string   `json:"actionState,omitempty"`
@@ -106,6 +107,10 @@ type NodeStatus struct {
 	GPUXidSince   *time.Time `json:"gpuXidSince,omitempty"`
 	UnhealthyGPUs int64      `json:"unhealthyGPUs,omitempty"`
 	UnhealthyTPUs int64      `json:"unhealthyTPUs,omitempty"`
+	// GKEOperations are GKE's own work on the node (operation types, lower-cased); PlannedTermination the end of
+	// its VM's maximum run duration (flex-start, queued provisioning).
+	GKEOperations      []string   `json:"gkeOperations,omitempty"`
+	PlannedTermination *time.Time `json:"plannedTermination,omitempty"`
 	// HeldBy is who holds the node: "actions/<replica>" for the actions service's own work (a claim, or a cordon
 	// it keeps), else another hand (nodeview.OtherOwner: gke-maintenance-handler, cluster-autoscaler, nvsentinel,
 	// cordon); empty when nobody does.
@@ -123,7 +128,7 @@ type NodeStatus struct {
 
 // Interesting reports a node with anything pending or in progress.
 func (s NodeStatus) Interesting() bool {
-	return s.MaintenanceStart != nil || len(s.GKEState) > 0 || s.ActionState != "" || s.HeldBy != ""
+	return s.MaintenanceStart != nil || s.PlannedTermination != nil || len(s.GKEState) > 0 || s.ActionState != "" || s.HeldBy != ""
 }
 
 // heldByActions prefixes the replica holding a node for the actions service, in HeldBy.
@@ -176,6 +181,14 @@ func StatusOf(node *nodeview.View) NodeStatus {
 	}
 	if s.UnhealthyTPUs > 0 {
 		s.GKEState = append(s.GKEState, "tpus-unhealthy="+strconv.FormatInt(s.UnhealthyTPUs, 10))
+	}
+	if len(node.GKEOperations) > 0 {
+		s.GKEOperations = node.GKEOperations
+		s.GKEState = append(s.GKEState, "gke-operation="+strings.Join(node.GKEOperations, "+"))
+	}
+	if t := node.PlannedTermination; !t.IsZero() {
+		s.PlannedTermination = &t
+		s.GKEState = append(s.GKEState, "planned-termination="+t.UTC().Format(time.RFC3339))
 	}
 	// Only nodes the actions service has worked on carry its state; a record of work for an earlier maintenance,
 	// finished and holding nothing, says nothing about now.

@@ -722,3 +722,53 @@ func TestStatusShowsGPUFaults(t *testing.T) {
 		t.Errorf("node whose Xids do not read: %+v", r)
 	}
 }
+
+// TestStatusShowsGKEWork: GKE's own work on a node (an upgrade's drain) and a VM's planned end show in the GKE
+// state and as JSON fields; a node with neither is not listed for them.
+func TestStatusShowsGKEWork(t *testing.T) {
+	gpu := func(name string, labels, annotations map[string]string) *corev1.Node {
+		l := map[string]string{gke.LabelNodePool: "l4", gke.LabelAccelerator: "nvidia-l4", gke.LabelInstanceType: "g2-standard-8"}
+		for k, v := range labels {
+			l[k] = v
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l, Annotations: annotations},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	snap := Snapshot{Nodes: []*corev1.Node{
+		gpu("gke-l4-0", map[string]string{gke.LabelOperationType: "drain"},
+			map[string]string{gke.AnnotationCurrentOperation: `{"operation_type":"UPGRADE_NODES"}`}),
+		gpu("gke-l4-1", nil, map[string]string{gke.AnnotationMachineTerminationDatetime: "2026-12-09T10:00:00Z"}),
+		gpu("gke-l4-2", nil, nil),
+	}, PolicyUnknown: "no policy in this test", WorkloadsUnknown: "no pods in this test"}
+	var js bytes.Buffer
+	if err := Render(&js, snap, StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	var report Report
+	if err := json.Unmarshal(js.Bytes(), &report); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]NodeStatus{}
+	for _, r := range report.Nodes {
+		rows[r.Node] = r
+	}
+	if r := rows["gke-l4-0"]; fmt.Sprint(r.GKEOperations) != "[drain upgrade_nodes]" || strings.Join(r.GKEState, ",") != "gke-operation=drain+upgrade_nodes" {
+		t.Errorf("node GKE upgrades: %+v", r)
+	}
+	if r := rows["gke-l4-1"]; r.PlannedTermination == nil || r.PlannedTermination.Unix() != 1796810400 ||
+		strings.Join(r.GKEState, ",") != "planned-termination=2026-12-09T10:00:00Z" {
+		t.Errorf("flex-start node: %+v", r)
+	}
+	if r, ok := rows["gke-l4-2"]; ok {
+		t.Errorf("a quiet node is listed: %+v", r)
+	}
+	var wide bytes.Buffer
+	if err := Render(&wide, snap, StatusOptions{Output: OutputWide, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"gke-operation=drain+upgrade_nodes", "planned-termination=2026-12-09T10:00:00Z"} {
+		if !strings.Contains(wide.String(), want) {
+			t.Errorf("wide output lacks %s:\n%s", want, wide.String())
+		}
+	}
+}
