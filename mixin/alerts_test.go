@@ -33,6 +33,10 @@ var contractAlerts = map[string]struct{ severity, action string }{
 	"GKEReadinessFinding":             {"warning", ""},
 	"GKENodeAgentMissing":             {"warning", ""},
 	"GKEDisruptionActionsStalled":     {"warning", ""},
+	// The other planned disruptions: upgrades and maximum run durations.
+	"GKENodePoolUpgradeCollidesWithMaintenance": {"warning", ""},
+	"GKENodePoolUpgradeStuck":                   {"warning", ""},
+	"GKENodeTerminationApproaching":             {"warning", ""},
 	// Beyond the contract's table: what the system cannot see.
 	"GKEDisruptionMetadataPathUnsupported": {"warning", ""},
 	"GKEDisruptionCloudMonitoringStale":    {"warning", ""},

@@ -79,6 +79,16 @@
     // GKENodeMaintenanceStuck. GPU/TPU host maintenance usually completes within an hour; raise it for machine
     // types you know to take longer.
     maintenanceStuckThreshold: '2h',
+    // GKENodePoolUpgradeCollidesWithMaintenance: a pool with host maintenance scheduled whose upgrade is due
+    // within this long (GKE's auto-upgrade start, or its next maintenance window while a target version waits).
+    // Host maintenance is booked up to a week ahead; do both in one downtime where you can.
+    upgradeCollisionWindow: '7d',
+    // GKENodePoolUpgradeStuck: an upgrade whose done-node count has not moved for this long. A surge upgrade
+    // waits up to an hour for PodDisruptionBudgets on each node.
+    upgradeStuckThreshold: '2h',
+    // GKENodeTerminationApproaching: how long before a VM's maximum run duration ends to warn, so that its jobs
+    // checkpoint and move.
+    terminationLeadTime: '1h',
     // The same for the repair of failed hardware (a maintenance announced with FAILURE_* reasons within this long):
     // GKE repairs the host, which takes hours (4 h 30 m to 5 h from the request to Ready in the field). Keep it
     // above maintenanceStuckThreshold.
@@ -152,6 +162,10 @@
       GKEDisruptionCloudMonitoringStale: { severity: 'warning', 'for': '0s' },
       GKEDisruptionWatchFailing: { severity: 'warning', 'for': '0s' },
       GKEDisruptionActionsStalled: { severity: 'warning', 'for': '0s' },
+      GKENodePoolUpgradeCollidesWithMaintenance: { severity: 'warning', 'for': '15m' },
+      // The threshold itself is upgradeStuckThreshold; the `for` rides out a missed poll of the GKE API.
+      GKENodePoolUpgradeStuck: { severity: 'warning', 'for': '15m' },
+      GKENodeTerminationApproaching: { severity: 'warning', 'for': '0s' },
     },
 
     // Where each alert's runbook_url points; %s is the alert name in lower case (the section's anchor). Change it
