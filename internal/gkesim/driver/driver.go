@@ -4,7 +4,9 @@
 // window or when perform-maintenance=true is set on a node whose maintenance can be rescheduled (ONGOING and the
 // impending-node-termination taint, workload pods evicted, then system pods, terminating, VM down, all cleared),
 // maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
-// Monitoring simulator.
+// Monitoring simulator. It plays GPU faults as GKE's GPU device plugin reports them (the XidCriticalError condition
+// with the node's boot ID, XIDError Events, unhealthy GPUs), serves each GPU node's dcgm-exporter, announces the
+// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back.
 //
 // No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, Job pods that
 // succeed after their runFor, finishing deleted pods, node Ready), the workload controllers and scheduler (it
