@@ -180,6 +180,11 @@ func TestDriverPlaysGPUFault(t *testing.T) {
 		if md := metadataValue(t, d, faulty, "instance/upcoming-maintenance"); !strings.Contains(md, "FAILURE_GPU_XID") {
 			t.Errorf("metadata server: %s", md)
 		}
+		// Announced no earlier than the scenario's 3 s after the fault at the story's start (the window start is
+		// whole seconds, a week from the announcement).
+		if announced := upcoming.WindowStart.Add(-7 * 24 * time.Hour); announced.Before(d.clock.start.Add(2 * time.Second)) {
+			t.Errorf("notice announced at %s, %s after the fault; the scenario says 3s", announced, announced.Sub(d.clock.start))
+		}
 		if get(ecc).Labels[LabelScheduledMaintenance] != "" {
 			t.Error("a fault without a notice in the scenario was announced")
 		}
