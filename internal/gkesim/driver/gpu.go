@@ -30,8 +30,8 @@ const (
 	fieldCompanionXid = 79
 )
 
-// fieldCompanions are the Xids seen in the field after an Xid 79 on one GPU of an 8-GPU node: Xid 154 on every GPU
-// within 2 s, Xid 145 and 45 on three other GPUs within 4 s. No companions are known for other Xids.
+// fieldCompanions are the Xids seen in the field within 4 s of an Xid 79 on one GPU of an 8-GPU node: Xid 154 on
+// every GPU, Xid 145 and 45 on three other GPUs; played at 2 s and 4 s. No companions are known for other Xids.
 func fieldCompanions(xid, gpu, gpus int) []CompanionXid {
 	if xid != fieldCompanionXid {
 		return []CompanionXid{}

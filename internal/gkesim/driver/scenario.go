@@ -270,8 +270,8 @@ type GPUFaultEvent struct {
 	// GPU is the index of the GPU that logs the Xid on each node (default 0).
 	GPU int `yaml:"gpu"`
 	// Companions are the Xids the node's GPUs log after it. Left out: after Xid 79 what was seen in the field
-	// (Xid 154 on every GPU within 2 s, Xid 145 and 45 on three other GPUs within 4 s), after other Xids none; an
-	// empty list: none.
+	// within 4 s (Xid 154 on every GPU at 2 s, Xid 145 and 45 on the next three GPUs at 4 s), after other Xids
+	// none; an empty list: none.
 	Companions *[]CompanionXid `yaml:"companions"`
 	// Notice is GKE's maintenance announcing the host's repair; left out, GKE announces none.
 	Notice *GPUFaultNotice `yaml:"notice"`
