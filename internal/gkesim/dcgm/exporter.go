@@ -3,7 +3,7 @@
 // the exporter restarts, with err_code (the Xid) and err_msg (its name in NVIDIA's Xid catalog);
 // DCGM_EXP_XID_ERRORS_COUNT counts each GPU's Xids within a window (the exporter's --xid-count-window-size, 5 min by
 // default), one series per Xid, and a zero series without xid when there was none; DCGM_FI_DEV_ROW_REMAP_FAILURE says
-// whether row remapping failed. Every series carries the GPU's identity (gpu, UUID, pci_bus_id, device, modelName),
+// whether row remapping failed since the pod started. Every series carries the GPU's identity (gpu, UUID, pci_bus_id, device, modelName),
 // Hostname (the node) and the driver version, in dcgm-exporter's label order.
 //
 // One Exporter is one node's DaemonSet pod: serve each on its own listener, as Prometheus scrapes the pods one by
@@ -52,6 +52,8 @@ type Exporter struct {
 	// last is each GPU's last Xid (0: none since the exporter started), logged its Xids with their times.
 	last   []int
 	logged [][]loggedXid
+	// remapFailed are the GPUs whose memory failed to remap a row.
+	remapFailed []bool
 }
 
 type loggedXid struct {
@@ -66,7 +68,7 @@ func New(hostname, model string, count int, window time.Duration) *Exporter {
 		window = DefaultXidCountWindow
 	}
 	e := &Exporter{hostname: hostname, model: model, window: window, now: time.Now, running: true,
-		last: make([]int, count), logged: make([][]loggedXid, count)}
+		last: make([]int, count), logged: make([][]loggedXid, count), remapFailed: make([]bool, count)}
 	for i := range count {
 		e.gpus = append(e.gpus, GPU{Index: i, UUID: gpuUUID(hostname, i), PCIBusID: pciBusID(i)})
 	}
@@ -95,6 +97,15 @@ func (e *Exporter) LogXid(gpu, xid int) {
 	e.logged[gpu] = append(e.logged[gpu], loggedXid{xid: xid, at: e.now()})
 }
 
+// FailRowRemap records that GPU gpu's memory failed to remap a row.
+func (e *Exporter) FailRowRemap(gpu int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if gpu >= 0 && gpu < len(e.gpus) && e.running {
+		e.remapFailed[gpu] = true
+	}
+}
+
 // Stop stops the pod with its node: scrapes fail until Restart.
 func (e *Exporter) Stop() {
 	e.mu.Lock()
@@ -102,13 +113,14 @@ func (e *Exporter) Stop() {
 	e.running = false
 }
 
-// Restart starts a new pod: every Xid is forgotten.
+// Restart starts a new pod after the node's new boot: every Xid is forgotten and row remapping works again (a
+// boot after a repair is on healthy hardware; after a plain reboot the driver retries the remap).
 func (e *Exporter) Restart() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.running = true
 	for i := range e.gpus {
-		e.last[i], e.logged[i] = 0, nil
+		e.last[i], e.logged[i], e.remapFailed[i] = 0, nil, false
 	}
 }
 
@@ -168,8 +180,7 @@ func (e *Exporter) families() ([]*dto.MetricFamily, bool) {
 	for i, gpu := range e.gpus {
 		xids.Metric = append(xids.Metric, gauge(float64(e.last[i]), e.labels(gpu,
 			"err_code", strconv.Itoa(e.last[i]), "err_msg", XidName(e.last[i]))...))
-		// The simulated GPUs' memory always remaps its rows: the fault's Xids are what the scenario plays.
-		remap.Metric = append(remap.Metric, gauge(0, e.labels(gpu)...))
+		remap.Metric = append(remap.Metric, gauge(boolValue(e.remapFailed[i]), e.labels(gpu)...))
 		counts := map[int]int{}
 		var order []int
 		for _, l := range e.logged[i] {
@@ -210,6 +221,13 @@ func (e *Exporter) labels(gpu GPU, extra ...string) []*dto.LabelPair {
 		out = append(out, &dto.LabelPair{Name: proto.String(pairs[i]), Value: proto.String(pairs[i+1])})
 	}
 	return out
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func family(name, help string) *dto.MetricFamily {

@@ -98,6 +98,7 @@ func TestExporterExpositionAndStickyXid(t *testing.T) {
 	series(t, families, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "3", nil)
 
 	e.LogXid(3, 79)
+	e.FailRowRemap(3)
 	e.LogXid(3, 154)
 	e.LogXid(3, 154)
 	families, _ = scrape(t, e)
@@ -111,6 +112,11 @@ func TestExporterExpositionAndStickyXid(t *testing.T) {
 	}
 	if v := series(t, families, "DCGM_FI_DEV_XID_ERRORS", "2", map[string]string{"err_code": "0"}).GetGauge().GetValue(); v != 0 {
 		t.Errorf("another GPU shows Xid %v", v)
+	}
+	for gpu, want := range map[string]float64{"3": 1, "2": 0} {
+		if v := series(t, families, "DCGM_FI_DEV_ROW_REMAP_FAILURE", gpu, nil).GetGauge().GetValue(); v != want {
+			t.Errorf("GPU %s: row remap failure %v, want %v", gpu, v, want)
+		}
 	}
 
 	// The window passes: the count goes back to its zero series, the last Xid stays.
@@ -137,6 +143,9 @@ func TestExporterExpositionAndStickyXid(t *testing.T) {
 	families, _ = scrape(t, e)
 	if v := series(t, families, "DCGM_FI_DEV_XID_ERRORS", "3", map[string]string{"err_code": "0"}).GetGauge().GetValue(); v != 0 {
 		t.Errorf("last Xid after a restart %v, want 0", v)
+	}
+	if v := series(t, families, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "3", nil).GetGauge().GetValue(); v != 0 {
+		t.Errorf("row remap failure after a restart %v, want 0", v)
 	}
 }
 

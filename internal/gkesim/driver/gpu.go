@@ -67,6 +67,8 @@ type gpuHealth struct {
 type pendingXid struct {
 	at       time.Time
 	gpu, xid int
+	// rowRemapFailure: the GPU's memory failed to remap a row with this Xid.
+	rowRemapFailure bool
 }
 
 type pendingNotice struct {
@@ -144,7 +146,7 @@ func (d *Driver) startGPUFault(index int, f *GPUFaultEvent, now time.Time) {
 			continue
 		}
 		g := &sn.gpu
-		g.pending = append(g.pending, pendingXid{at: now.Add(detection), gpu: f.GPU, xid: f.Xid})
+		g.pending = append(g.pending, pendingXid{at: now.Add(detection), gpu: f.GPU, xid: f.Xid, rowRemapFailure: f.RowRemapFailure})
 		for _, c := range *f.Companions {
 			at := now.Add(d.clock.wall(time.Duration(c.After)) + detection)
 			gpus := c.GPUs
@@ -207,6 +209,9 @@ func (d *Driver) advanceGPU(sn *simNode, now time.Time) {
 func (d *Driver) seeXid(sn *simNode, x pendingXid, now time.Time) {
 	if sn.dcgm != nil {
 		sn.dcgm.LogXid(x.gpu, x.xid)
+		if x.rowRemapFailure {
+			sn.dcgm.FailRowRemap(x.gpu)
+		}
 	}
 	if n := d.cached(sn.name); n != nil && d.devicePluginEvents != nil {
 		d.devicePluginEvents.Eventf(n, corev1.EventTypeWarning, xidEventReason, xidEventMessage, x.xid)

@@ -41,13 +41,19 @@ events:
       gpu: 2
       companions: [{xid: 154, after: 500ms}, {xid: 45, gpus: [3], after: 500ms}]
       notice: {after: 3s}
-  - {at: 0s, gpuFault: {nodePool: a4, nodes: [1], xid: 48, gpu: 5}}
+  - {at: 0s, gpuFault: {nodePool: a4, nodes: [1], xid: 48, gpu: 5, rowRemapFailure: true}}
   - {at: 0s, gpuFault: {nodePool: a3, block: 1, xid: 45}}
 `
 
 // lastXid scrapes the node's dcgm-exporter, parses the exposition as Prometheus does and returns
 // DCGM_FI_DEV_XID_ERRORS of the GPU, checking that its err_code says the same.
 func lastXid(t *testing.T, d *Driver, node string, gpu int) (int, error) {
+	t.Helper()
+	return dcgmValue(t, d, node, "DCGM_FI_DEV_XID_ERRORS", gpu)
+}
+
+// dcgmValue scrapes the node's dcgm-exporter and returns the GPU's value of a metric.
+func dcgmValue(t *testing.T, d *Driver, node, metric string, gpu int) (int, error) {
 	t.Helper()
 	for _, n := range d.Nodes() {
 		if n.Name != node || n.DCGM == nil {
@@ -68,7 +74,7 @@ func lastXid(t *testing.T, d *Driver, node string, gpu int) (int, error) {
 		if err != nil {
 			t.Fatalf("dcgm-exporter of %s: the exposition does not parse: %v", node, err)
 		}
-		for _, m := range families["DCGM_FI_DEV_XID_ERRORS"].GetMetric() {
+		for _, m := range families[metric].GetMetric() {
 			l := map[string]string{}
 			for _, p := range m.GetLabel() {
 				l[p.GetName()] = p.GetValue()
@@ -77,12 +83,12 @@ func lastXid(t *testing.T, d *Driver, node string, gpu int) (int, error) {
 				continue
 			}
 			v := int(m.GetGauge().GetValue())
-			if l["err_code"] != strconv.Itoa(v) || l["Hostname"] != node {
-				t.Errorf("DCGM_FI_DEV_XID_ERRORS %v = %d: err_code or Hostname do not match", l, v)
+			if metric == "DCGM_FI_DEV_XID_ERRORS" && l["err_code"] != strconv.Itoa(v) || l["Hostname"] != node {
+				t.Errorf("%s %v = %d: err_code or Hostname do not match", metric, l, v)
 			}
 			return v, nil
 		}
-		t.Fatalf("dcgm-exporter of %s has no DCGM_FI_DEV_XID_ERRORS for GPU %d", node, gpu)
+		t.Fatalf("dcgm-exporter of %s has no %s for GPU %d", node, metric, gpu)
 	}
 	t.Fatalf("no GPU node %s", node)
 	return 0, nil
@@ -207,6 +213,14 @@ func TestDriverPlaysGPUFault(t *testing.T) {
 		}
 		if got, _ := lastXid(t, d, ecc, 5); got != 48 {
 			t.Errorf("ECC node GPU 5: last Xid %d, want 48", got)
+		}
+		for gpu, want := range map[int]int{5: 1, 4: 0} {
+			if got, err := dcgmValue(t, d, ecc, "DCGM_FI_DEV_ROW_REMAP_FAILURE", gpu); err != nil || got != want {
+				t.Errorf("ECC node GPU %d: row remap failure %d (%v), want %d", gpu, got, err, want)
+			}
+		}
+		if got, _ := dcgmValue(t, d, faulty, "DCGM_FI_DEV_ROW_REMAP_FAILURE", 2); got != 0 {
+			t.Errorf("Xid 79 without a remap failure: DCGM_FI_DEV_ROW_REMAP_FAILURE %d", got)
 		}
 	})
 

@@ -269,6 +269,9 @@ type GPUFaultEvent struct {
 	Xid   int  `yaml:"xid"`
 	// GPU is the index of the GPU that logs the Xid on each node (default 0).
 	GPU int `yaml:"gpu"`
+	// RowRemapFailure: the GPU's memory also fails to remap a row (dcgm-exporter's DCGM_FI_DEV_ROW_REMAP_FAILURE 1
+	// until the next boot), as with a double-bit ECC error (Xid 48) or Xid 64.
+	RowRemapFailure bool `yaml:"rowRemapFailure"`
 	// Companions are the Xids the node's GPUs log after it. Left out: after Xid 79 what was seen in the field
 	// within 4 s (Xid 154 on every GPU at 2 s, Xid 145 and 45 on the next three GPUs at 4 s), after other Xids
 	// none; an empty list: none.
