@@ -213,7 +213,7 @@ func (d *Driver) seeXid(sn *simNode, x pendingXid, now time.Time) {
 			sn.dcgm.FailRowRemap(x.gpu)
 		}
 	}
-	if n := d.cached(sn.name); n != nil && d.devicePluginEvents != nil {
+	if n := d.cached(sn.name); n != nil {
 		d.devicePluginEvents.Eventf(n, corev1.EventTypeWarning, xidEventReason, xidEventMessage, x.xid)
 	}
 	g := &sn.gpu
