@@ -34,12 +34,14 @@ func main() {
 	flag.AddFlags(app, logConfig)
 	scenario := app.Flag("scenario", "Scenario: a shipped one by name (demo) or a YAML file.").Default("demo").String()
 
-	runCmd := app.Command("run", "Play the scenario on an existing API server; serve a metadata server per node and Cloud Monitoring.")
+	runCmd := app.Command("run", "Play the scenario on an existing API server; serve a metadata server per node, a dcgm-exporter per GPU node and Cloud Monitoring.")
 	kubeconfig := runCmd.Flag("kubeconfig", "Path to a kubeconfig file (default: in-cluster, then $KUBECONFIG).").String()
 	monitoringAddr := runCmd.Flag("monitoring.listen-address", "Address of the Cloud Monitoring simulator (gRPC).").
 		Default("127.0.0.1:9940").String()
 	metadataPort := runCmd.Flag("metadata.base-port", "Port of the first node's metadata server; the others follow (0: any free ports).").
 		Default("9950").Int()
+	dcgmPort := runCmd.Flag("dcgm.base-port", "Port of the first GPU node's dcgm-exporter (path /metrics); the others follow (0: any free ports).").
+		Default("9400").Int()
 	samplePeriod := runCmd.Flag("monitoring.sample-period", "Sampling period of the interruption metrics (GKE: 60s).").
 		Default("10s").Duration()
 
@@ -59,7 +61,7 @@ func main() {
 	if err == nil {
 		switch selected {
 		case runCmd.FullCommand():
-			err = run(ctx, logger, sc, *kubeconfig, *monitoringAddr, *metadataPort, *samplePeriod)
+			err = run(ctx, logger, sc, *kubeconfig, *monitoringAddr, listenPorts{metadata: *metadataPort, dcgm: *dcgmPort}, *samplePeriod)
 		case demoCmd.FullCommand():
 			err = demo.Run(ctx, demo.Config{
 				Scenario: sc, Exporter: *exporter, PolicyFile: *policy, AlertmanagerFile: *alertmanager,
@@ -73,8 +75,11 @@ func main() {
 	}
 }
 
+// listenPorts are the first ports of the per-node servers; zero picks free ones.
+type listenPorts struct{ metadata, dcgm int }
+
 // run plays sc on the API server of kubeconfig until ctx ends.
-func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconfig, monitoringAddr string, metadataPort int,
+func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconfig, monitoringAddr string, ports listenPorts,
 	samplePeriod time.Duration) error {
 	cfg, err := kube.Config(kubeconfig)
 	if err != nil {
@@ -103,22 +108,50 @@ func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconf
 	fmt.Fprintf(tw, "Cloud Monitoring simulator: %s (--cloudmonitoring.endpoint=%s --cloudmonitoring.insecure --cloudmonitoring.project=%s)\n",
 		addr, addr, sc.Cluster.Project)
 	fmt.Fprintln(tw, "NODE\tPOOL\tGCE_METADATA_HOST")
-	for i, n := range d.Nodes() {
-		port := 0
-		if metadataPort != 0 {
-			port = metadataPort + i
-		}
+	serve := func(what, node string, port int, s interface {
+		Serve(context.Context, net.Listener) error
+	}) (net.Addr, error) {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return fmt.Errorf("metadata server of %s: %w", n.Name, err)
+			return nil, fmt.Errorf("%s of %s: %w", what, node, err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = n.Metadata.Serve(ctx, l) // ends with ctx
+			_ = s.Serve(ctx, l) // ends with ctx
 		}()
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.Pool, l.Addr())
+		return l.Addr(), nil
+	}
+	for i, n := range d.Nodes() {
+		addr, err := serve("metadata server", n.Name, nthPort(ports.metadata, i), n.Metadata)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.Pool, addr)
+	}
+	gpu := 0
+	for _, n := range d.Nodes() {
+		if n.DCGM == nil {
+			continue
+		}
+		if gpu == 0 {
+			fmt.Fprintln(tw, "\nNODE\tDCGM_EXPORTER")
+		}
+		addr, err := serve("dcgm-exporter", n.Name, nthPort(ports.dcgm, gpu), n.DCGM)
+		if err != nil {
+			return err
+		}
+		gpu++
+		fmt.Fprintf(tw, "%s\thttp://%s/metrics\n", n.Name, addr)
 	}
 	tw.Flush()
 	return d.Run(ctx)
+}
+
+// nthPort is the i-th of consecutive ports from base; a zero base stays zero (a free port).
+func nthPort(base, i int) int {
+	if base == 0 {
+		return 0
+	}
+	return base + i
 }

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -24,10 +25,11 @@ nodePools:
   - {name: gpu, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 2}
 events:
   - {at: 0s, maintenance: {nodePool: gpu, nodes: [1], windowStartsIn: 1h, canReschedule: true}}
+  - {at: 0s, gpuFault: {nodePool: gpu, nodes: [0], xid: 48}}
 `
 
-// TestRun plays a scenario file on an API server with the built command and reads a node's metadata server at the
-// address it prints.
+// TestRun plays a scenario file on an API server with the built command and reads a node's metadata server and the
+// other node's dcgm-exporter at the addresses it prints.
 func TestRun(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	dir := t.TempDir()
@@ -41,7 +43,7 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--scenario="+scenario, "run", "--kubeconfig="+api.Kubeconfig,
-		"--monitoring.listen-address=127.0.0.1:0", "--metadata.base-port=0")
+		"--monitoring.listen-address=127.0.0.1:0", "--metadata.base-port=0", "--dcgm.base-port=0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +54,19 @@ func TestRun(t *testing.T) {
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 
-	hosts := map[string]string{}
+	hosts, dcgm := map[string]string{}, map[string]string{}
 	lines := bufio.NewScanner(stdout)
-	for len(hosts) < 2 && lines.Scan() {
-		if f := strings.Fields(lines.Text()); len(f) == 3 && strings.HasPrefix(f[0], "gke-try-gpu-") {
+	for (len(hosts) < 2 || len(dcgm) < 2) && lines.Scan() {
+		f := strings.Fields(lines.Text())
+		switch {
+		case len(f) == 3 && strings.HasPrefix(f[0], "gke-try-gpu-"):
 			hosts[f[0]] = f[2]
+		case len(f) == 2 && strings.HasPrefix(f[0], "gke-try-gpu-"):
+			dcgm[f[0]] = f[1]
 		}
 	}
-	if len(hosts) != 2 {
-		t.Fatalf("gkesim run did not print the two nodes' metadata hosts: %v", hosts)
+	if len(hosts) != 2 || len(dcgm) != 2 {
+		t.Fatalf("gkesim run did not print the two nodes' metadata hosts and dcgm-exporters: %v %v", hosts, dcgm)
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
@@ -83,6 +89,23 @@ func TestRun(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		if !strings.Contains(string(body), `"can_reschedule":"true"`) {
 			return fmt.Errorf("metadata of %s at %s: %s", nodes.Items[0].Name, host, body)
+		}
+		return nil
+	})
+	sc, err := driver.Parse([]byte(runScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulty := sc.NodeName("gpu", 0)
+	testenv.Eventually(t, 30*time.Second, "the Xid 48 on node 0's dcgm-exporter", func() error {
+		resp, err := http.Get(dcgm[faulty])
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), `err_code="48"`) {
+			return fmt.Errorf("dcgm-exporter of %s at %s:\n%s", faulty, dcgm[faulty], body)
 		}
 		return nil
 	})

@@ -119,6 +119,8 @@ type prometheusParams struct {
 	Actions      string
 	ActionsAuth  basicAuth
 	NodeAgents   []nodeTarget
+	// DCGM are the GPU nodes' dcgm-exporters.
+	DCGM []nodeTarget
 }
 
 type nodeTarget struct{ Address, Node string }

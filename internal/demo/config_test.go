@@ -182,6 +182,7 @@ func TestPrometheusConfigLoads(t *testing.T) {
 		Interval: time.Second, RuleFile: "/tmp/rules.yaml", Alertmanager: "127.0.0.1:9093",
 		Cluster: "127.0.0.1:9842", Actions: "127.0.0.1:9844", ActionsAuth: basicAuth{Username: "u", Password: "p"},
 		NodeAgents: []nodeTarget{{Address: "127.0.0.1:9850", Node: "gke-a-0"}, {Address: "127.0.0.1:9851", Node: "gke-a-1"}},
+		DCGM:       []nodeTarget{{Address: "127.0.0.1:9400", Node: "gke-a-0"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -194,10 +195,19 @@ func TestPrometheusConfigLoads(t *testing.T) {
 	for _, sc := range cfg.ScrapeConfigs {
 		jobs[sc.JobName] = len(sc.ServiceDiscoveryConfigs)
 	}
-	for _, job := range []string{"gke-disruption-exporter-cluster", "gke-disruption-exporter-node", "gke-disruption-exporter-actions"} {
+	for _, job := range []string{"gke-disruption-exporter-cluster", "gke-disruption-exporter-node", "gke-disruption-exporter-actions", "dcgm-exporter"} {
 		if _, ok := jobs[job]; !ok {
 			t.Errorf("no job %s, which the mixin's rules select", job)
 		}
+	}
+	// A story without GPU nodes has no dcgm-exporter to scrape: the job stays, empty, and Prometheus takes it.
+	b, err = prometheusConfig(prometheusParams{Interval: time.Second, RuleFile: "/tmp/rules.yaml", Alertmanager: "127.0.0.1:9093",
+		Cluster: "127.0.0.1:9842", Actions: "127.0.0.1:9844", ActionsAuth: basicAuth{Username: "u", Password: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promconfig.Load(string(b), promslog.NewNopLogger()); err != nil {
+		t.Errorf("Prometheus refuses the configuration without GPU nodes: %v\n%s", err, b)
 	}
 	if _, err := prometheusConfig(prometheusParams{}); err == nil {
 		t.Error("a zero interval must be refused")

@@ -117,6 +117,7 @@ func endpoints(s *Stack, cfg Config) string {
   Alertmanager   http://%s
   cluster        http://%s/metrics
   node agents    http://%s/metrics ... (%d, one per node)
+  dcgm-exporters http://%s/metrics ... (%d, one per GPU node)
   actions        http://%s/metrics (basic auth %s, password in %s)
   Cloud Monitoring simulator  %s (gRPC)
   kube-apiserver %s   KUBECONFIG=%s kubectl get nodes
@@ -125,7 +126,7 @@ func endpoints(s *Stack, cfg Config) string {
   logs           %s
 
 `, len(s.NodeAgents), cfg.Scenario.Cluster.Name, cfg.Scenario.TimeScale,
-		s.Prometheus, s.Alertmanager, s.Cluster, firstNodeAgent(s), len(s.NodeAgents), s.Actions, s.ActionsAuth.Username,
+		s.Prometheus, s.Alertmanager, s.Cluster, firstNodeAgent(s), len(s.NodeAgents), firstDCGM(s), len(s.DCGM), s.Actions, s.ActionsAuth.Username,
 		cfg.AlertmanagerFile, s.Monitoring, s.APIServer, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, cfg.PolicyFile, cfg.Exporter, s.Kubeconfig, s.LogDir)
 }
 
@@ -135,6 +136,15 @@ func firstNodeAgent(s *Stack) string {
 		return ""
 	}
 	return s.NodeAgents[nodes[0].Name]
+}
+
+func firstDCGM(s *Stack) string {
+	for _, n := range s.Driver.Nodes() {
+		if addr, ok := s.DCGM[n.Name]; ok {
+			return addr
+		}
+	}
+	return ""
 }
 
 func isTerminal(w io.Writer) bool {

@@ -27,13 +27,14 @@ import (
 )
 
 // Ports are the loopback ports of the stack's components; zero picks a free one. NodeAgents and Metadata are the
-// first of consecutive ports, one per node.
+// first of consecutive ports, one per node; DCGM the first of consecutive ports, one per GPU node.
 type Ports struct {
 	Etcd, EtcdPeer, APIServer int
 	Prometheus, Alertmanager  int
 	Cluster, Actions          int
 	Monitoring                int
 	NodeAgents, Metadata      int
+	DCGM                      int
 }
 
 // DefaultPorts are the demo's ports: the commands' own defaults where one of each runs, and ranges nearby.
@@ -43,6 +44,7 @@ var DefaultPorts = Ports{
 	Cluster: 9842, Actions: 9844,
 	Monitoring: 9940,
 	NodeAgents: 9850, Metadata: 9950,
+	DCGM: 9400, // dcgm-exporter's own port
 }
 
 // Kube is an API server the stack uses instead of starting its own.
@@ -78,8 +80,9 @@ type Stack struct {
 	Client kubernetes.Interface
 	// Addresses of the HTTP endpoints (host:port).
 	Prometheus, Alertmanager, Cluster, Actions, Monitoring string
-	// NodeAgents and Metadata are the node agents' and the metadata servers' addresses by node name.
-	NodeAgents, Metadata map[string]string
+	// NodeAgents and Metadata are the node agents' and the metadata servers' addresses by node name; DCGM the
+	// dcgm-exporters' of the GPU nodes (path /metrics).
+	NodeAgents, Metadata, DCGM map[string]string
 	// ActionsAuth is the basic auth the actions service requires.
 	ActionsAuth basicAuth
 	// APIServer is the API server's URL; Kubeconfig a kubeconfig file for it.
@@ -116,7 +119,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Stack{opts: opts, LogDir: filepath.Join(opts.Dir, "logs"), NodeAgents: map[string]string{},
-		Metadata: map[string]string{}, driverErr: make(chan error, 1), actionsUp: make(chan struct{})}
+		Metadata: map[string]string{}, DCGM: map[string]string{}, driverErr: make(chan error, 1), actionsUp: make(chan struct{})}
 	if err := os.MkdirAll(s.LogDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -187,6 +190,9 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 		}()
 		s.Metadata[n.Name] = l.Addr().String()
 	}
+	if err := s.serveDCGM(ctx, d, opts.Ports.DCGM); err != nil {
+		return err
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -200,6 +206,29 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 	case <-time.After(2 * time.Minute):
 		return errors.New("the GKE driver did not register the cluster within 2 minutes")
 	}
+}
+
+// serveDCGM serves each GPU node's dcgm-exporter on its own port from base, as Prometheus scrapes the pods of its
+// DaemonSet one by one.
+func (s *Stack) serveDCGM(ctx context.Context, d *driver.Driver, base int) error {
+	i := 0
+	for _, n := range d.Nodes() {
+		if n.DCGM == nil {
+			continue
+		}
+		l, err := net.Listen("tcp", loopback(offset(base, i)))
+		if err != nil {
+			return fmt.Errorf("dcgm-exporter of %s: %w", n.Name, err)
+		}
+		i++
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			_ = n.DCGM.Serve(ctx, l) // ends when ctx does
+		}()
+		s.DCGM[n.Name] = l.Addr().String()
+	}
+	return nil
 }
 
 // startExporters starts the cluster exporter, a node agent per node (each reading its node's metadata server) and
@@ -348,6 +377,9 @@ func (s *Stack) startPrometheusAndAlertmanager(ctx context.Context, opts Options
 	}
 	for _, n := range s.Driver.Nodes() {
 		params.NodeAgents = append(params.NodeAgents, nodeTarget{Address: s.NodeAgents[n.Name], Node: n.Name})
+		if addr, ok := s.DCGM[n.Name]; ok {
+			params.DCGM = append(params.DCGM, nodeTarget{Address: addr, Node: n.Name})
+		}
 	}
 	promConfig, err := prometheusConfig(params)
 	if err != nil {
@@ -442,6 +474,7 @@ func (p Ports) Available(nodes int) (Ports, []string) {
 	check("Cloud Monitoring simulator", &p.Monitoring, 1)
 	check("node agents", &p.NodeAgents, nodes)
 	check("metadata simulators", &p.Metadata, nodes)
+	check("dcgm-exporters", &p.DCGM, nodes) // GPU nodes are fewer: checks a few ports more than it needs
 	return p, moved
 }
 

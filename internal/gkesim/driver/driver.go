@@ -4,7 +4,9 @@
 // window or when perform-maintenance=true is set on a node whose maintenance can be rescheduled (ONGOING and the
 // impending-node-termination taint, workload pods evicted, then system pods, terminating, VM down, all cleared),
 // maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
-// Monitoring simulator.
+// Monitoring simulator. It plays GPU faults as GKE's GPU device plugin reports them (the XidCriticalError condition
+// with the node's boot ID, XIDError Events, unhealthy GPUs), serves each GPU node's dcgm-exporter, announces the
+// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back.
 //
 // No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, Job pods that
 // succeed after their runFor, finishing deleted pods, node Ready), the workload controllers and scheduler (it
@@ -28,11 +30,15 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/dcgm"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 )
@@ -50,11 +56,13 @@ type Options struct {
 	Reporter func(ctx context.Context, node string, behavior gke.FaultBehavior) error
 }
 
-// Node is a simulated node and the metadata server of its VM; serve each on its own listener.
+// Node is a simulated node, the metadata server of its VM and, on a GPU node, its dcgm-exporter; serve each on its
+// own listener.
 type Node struct {
 	Name     string
 	Pool     string
 	Metadata *metadata.Server
+	DCGM     *dcgm.Exporter // nil without GPUs
 }
 
 // Driver plays one scenario. Create it with New and run it with Run.
@@ -76,8 +84,10 @@ type Driver struct {
 	podLister  corelisters.PodLister
 	pdbLister  policylisters.PodDisruptionBudgetLister
 	kubelet    kubelet
-	wake       chan struct{}
-	started    chan struct{}
+	// devicePluginEvents records Events as GKE's GPU device plugin does.
+	devicePluginEvents record.EventRecorder
+	wake               chan struct{}
+	started            chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -90,6 +100,12 @@ type simNode struct {
 	pool  *NodePool
 	index int
 	meta  *metadata.Server
+	dcgm  *dcgm.Exporter
+
+	// boots counts the VM's restarts; bootID is the current boot's, which the kubelet reports.
+	boots  int
+	bootID string
+	gpu    gpuHealth
 
 	ready       bool // the Ready condition the kubelet reports
 	maintenance *maintenance
@@ -134,7 +150,10 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 				Zone:             pool.Zone,
 				ProjectID:        project,
 				NumericProjectID: instanceID(project)[:12],
-			})}
+			}), bootID: bootID(name, 0)}
+			if pool.Accelerator != "" {
+				sn.dcgm = dcgm.New(name, dcgm.ModelName(pool.Accelerator), pool.AcceleratorCount, 0)
+			}
 			d.nodes = append(d.nodes, sn)
 			d.byName[name] = sn
 		}
@@ -157,7 +176,7 @@ func instanceID(name string) string {
 func (d *Driver) Nodes() []Node {
 	out := make([]Node, len(d.nodes))
 	for i, sn := range d.nodes {
-		out[i] = Node{Name: sn.name, Pool: sn.pool.Name, Metadata: sn.meta}
+		out[i] = Node{Name: sn.name, Pool: sn.pool.Name, Metadata: sn.meta, DCGM: sn.dcgm}
 	}
 	return out
 }
@@ -192,6 +211,10 @@ func (d *Driver) Run(ctx context.Context) error {
 		return ctx.Err()
 	}
 	d.kubelet = newKubelet()
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.client.CoreV1().Events("")})
+	defer events.Shutdown()
+	d.devicePluginEvents = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: devicePluginName})
 	d.clock = storyClock{start: time.Now(), scale: d.sc.TimeScale}
 	d.events = timeline(d.sc, d.clock)
 	d.logger.Info("story started", "nodes", len(d.nodes), "workloads", len(d.workloads), "events", len(d.events),
@@ -228,6 +251,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 		d.advanceMaintenance(sn, now)
 		d.advancePreemption(sn, now)
 		d.advanceReport(sn, now)
+		d.advanceGPU(sn, now)
 	}
 	pods, err := d.podLister.List(labels.Everything())
 	if err != nil {
@@ -276,11 +300,7 @@ func (d *Driver) fire(ctx context.Context, te timedEvent, now time.Time) {
 				d.logger.Warn("node busy, maintenance event left out", "event", te.index, "node", sn.name)
 				continue
 			}
-			sn.maintenance = &maintenance{windowStart: windowStart, canReschedule: m.CanReschedule, announced: md,
-				failure: gke.HardwareFailure(m.Reasons)}
-			sn.meta.ScheduleMaintenance(md)
-			d.logger.Info("maintenance scheduled", "node", sn.name, "pool", pool.Name, "window_start", windowStart,
-				"can_reschedule", m.CanReschedule, "story_window_start", d.clock.story(windowStart).Round(time.Minute))
+			d.scheduleMaintenance(sn, md)
 		}
 	case e.Preemption != nil:
 		pool := d.sc.Pool(e.Preemption.NodePool)
@@ -299,7 +319,19 @@ func (d *Driver) fire(ctx context.Context, te timedEvent, now time.Time) {
 		for _, sn := range d.targets(d.sc.Pool(e.Report.NodePool), e.Report.Nodes) {
 			d.reportHost(ctx, sn.name, behavior)
 		}
+	case e.GPUFault != nil:
+		d.startGPUFault(te.index, e.GPUFault, now)
 	}
+}
+
+// scheduleMaintenance announces md on the node and its metadata server.
+func (d *Driver) scheduleMaintenance(sn *simNode, md metadata.Maintenance) {
+	sn.maintenance = &maintenance{windowStart: md.WindowStart, canReschedule: md.CanReschedule, announced: md,
+		failure: gke.HardwareFailure(md.Reasons)}
+	sn.meta.ScheduleMaintenance(md)
+	d.logger.Info("maintenance scheduled", "node", sn.name, "pool", sn.pool.Name, "window_start", md.WindowStart,
+		"can_reschedule", md.CanReschedule, "reasons", md.Reasons,
+		"story_window_start", d.clock.story(md.WindowStart).Round(time.Minute))
 }
 
 // reportHost plays the operator who reports a node's host as faulty.
@@ -374,8 +406,9 @@ func (d *Driver) recordInterruption(sn *simNode, kind, reason string, now time.T
 	}
 }
 
-// syncNode brings the Node object in line with what GKE and the kubelet say about it: the maintenance labels and
-// taint, and the Ready condition.
+// syncNode brings the Node object in line with what GKE, the kubelet and the GPU device plugin say about it: the
+// maintenance labels and taint, the Ready condition, the boot ID, the XidCriticalError condition and the
+// allocatable GPUs.
 func (d *Driver) syncNode(ctx context.Context, sn *simNode, now time.Time) {
 	n := d.cached(sn.name)
 	if n == nil {
@@ -391,10 +424,12 @@ func (d *Driver) syncNode(ctx context.Context, sn *simNode, now time.Time) {
 	if sn.clearPerformMaintenance && n.Labels[LabelPerformMaintenance] == "" {
 		sn.clearPerformMaintenance = false
 	}
-	if nodeReady(n) != sn.ready {
-		status := nodeStatus(d.sc, sn.pool, sn.index, sn.ready, now)
+	if nodeReady(n) != sn.ready || gpuStatusDiffers(n, sn) {
 		n = n.DeepCopy()
-		n.Status.Conditions = status.Conditions
+		if nodeReady(n) != sn.ready {
+			n.Status.Conditions = nodeStatus(d.sc, sn.pool, sn.index, sn.ready, now).Conditions
+		}
+		applyGPUStatus(&n.Status, sn)
 		if _, err := d.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
 			d.logger.Warn("updating node status", "node", sn.name, "err", err)
 		}

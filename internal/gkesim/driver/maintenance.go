@@ -132,7 +132,7 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 			return
 		}
 		m.phase, m.until = phaseHostDown, now.Add(m.hostDown(g))
-		sn.ready = false
+		sn.down()
 		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
 		d.logger.Info("maintenance terminating: VM stopped", "node", sn.name)
 	case phaseHostDown:
@@ -140,7 +140,7 @@ func (d *Driver) advanceMaintenance(sn *simNode, now time.Time) {
 			return
 		}
 		sn.maintenance = nil
-		sn.ready = true
+		sn.up(now, time.Duration(g.XidDetection))
 		sn.clearPerformMaintenance = true
 		sn.maintained++
 		sn.meta.FinishMaintenance()
@@ -177,7 +177,7 @@ func (d *Driver) advanceDrainWindow(sn *simNode, now time.Time) {
 	}
 	if due(f.NotReady) {
 		m.phase, m.until = phaseHostDown, now.Add(m.hostDown(d.sc.GKE))
-		sn.ready = false
+		sn.down()
 		sn.meta.StartMaintenance()
 		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
 		d.logger.Info("maintenance: node NotReady, host down", "node", sn.name, "repair", m.failure)
@@ -204,12 +204,12 @@ func (d *Driver) advancePreemption(sn *simNode, now time.Time) {
 		p.phase, p.until = preemptionSystem, now.Add(time.Duration(d.sc.GKE.PreemptionNotice)/2)
 	case preemptionSystem:
 		p.phase, p.until = preemptionReplacing, now.Add(time.Duration(d.sc.GKE.SpotReplacement))
-		sn.ready = false
+		sn.down()
 		d.recordInterruption(sn, "PreemptionEvent", "Other", now)
 		d.logger.Info("spot VM stopped", "node", sn.name)
 	case preemptionReplacing:
 		sn.preemption = nil
-		sn.ready = true
+		sn.up(now, time.Duration(d.sc.GKE.XidDetection))
 		sn.preempted++
 		sn.meta.Reset()
 		d.logger.Info("spot VM replaced: node Ready", "node", sn.name)

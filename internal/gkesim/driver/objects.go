@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // Labels and taints GKE puts on nodes.
@@ -70,6 +74,11 @@ func newNode(sc *Scenario, p *NodePool, i int) *corev1.Node {
 		labels[LabelSpot] = "true"
 		labels[LabelProvisioning] = "spot"
 	}
+	if block := p.Block(i); block >= 0 {
+		labels[gke.LabelTopologyBlock] = topologyID(sc, p, "block", block)
+		labels[gke.LabelTopologySubblock] = topologyID(sc, p, "subblock", i/p.Topology.NodesPerSubblock)
+		labels[gke.LabelTopologyHost] = topologyID(sc, p, "host", i)
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.NodeSpec{
@@ -78,6 +87,12 @@ func newNode(sc *Scenario, p *NodePool, i int) *corev1.Node {
 			Taints:     taints,
 		},
 	}
+}
+
+// topologyID names a block, sub-block or host of a pool's zone as GKE's labels do: an opaque hex ID.
+func topologyID(sc *Scenario, p *NodePool, kind string, index int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%s/%s/%d", sc.Cluster.Project, p.Zone, p.Name, kind, index))
+	return hex.EncodeToString(h[:16])
 }
 
 func poolIndex(sc *Scenario, p *NodePool) int {

@@ -63,11 +63,13 @@ func (d *Driver) advanceReport(sn *simNode, now time.Time) {
 		d.logger.Info("faulty host report: pods evicted, operation running", "node", sn.name)
 	case reportRunning:
 		r.phase, r.until = reportMoving, now.Add(time.Duration(g.FailureRepair))
-		sn.reportStatus, sn.ready = gke.ReportOperationDone, false
+		sn.reportStatus = gke.ReportOperationDone
+		sn.down()
 		d.recordInterruption(sn, "MaintenanceEvent", "HW/SW Maintenance", now)
 		d.logger.Info("faulty host report done: VM moving to a healthy host", "node", sn.name)
 	case reportMoving:
-		sn.report, sn.ready, sn.clearFaultBehavior = nil, true, true
+		sn.report, sn.clearFaultBehavior = nil, true
+		sn.up(now, time.Duration(g.XidDetection))
 		d.logger.Info("faulty host replaced: node Ready, fault-behavior removed", "node", sn.name)
 	}
 }

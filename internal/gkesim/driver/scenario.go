@@ -71,6 +71,11 @@ type Mechanics struct {
 	Sequence string `yaml:"sequence"`
 	// Field times the field sequence.
 	Field FieldSequence `yaml:"field"`
+	// XidDetection is how long after a GPU logs an Xid GKE's GPU device plugin (node condition, Event, unhealthy
+	// devices) and dcgm-exporter show it. Field: the Xid reaches the serial console in 0.06-2 s.
+	XidDetection Duration `yaml:"xidDetection"`
+	// XidHeartbeat is how often the device plugin refreshes the XidCriticalError condition's heartbeat. GKE: 1 min.
+	XidHeartbeat Duration `yaml:"xidHeartbeat"`
 }
 
 // The sequences GKE plays after perform-maintenance=true.
@@ -116,6 +121,8 @@ var defaultMechanics = Mechanics{
 	FailureRepair:         Duration(4*time.Hour + 10*time.Minute),
 	ReportOperation:       Duration(11 * time.Minute),
 	Sequence:              SequenceField,
+	XidDetection:          Duration(time.Second),
+	XidHeartbeat:          Duration(time.Minute),
 	Field: FieldSequence{
 		LabelConsumed:      Duration(4 * time.Second),
 		Passthrough:        Duration(11 * time.Second),
@@ -138,6 +145,33 @@ type NodePool struct {
 	AcceleratorCount int    `yaml:"acceleratorCount"`
 	TPU              *TPU   `yaml:"tpu"`
 	Spot             bool   `yaml:"spot"`
+	// Topology places the nodes in the physical topology GKE labels reservation-bound VMs with
+	// (cloud.google.com/gce-topology-block, -subblock, -host); without it the nodes carry none of these labels.
+	Topology *Topology `yaml:"topology"`
+}
+
+// Topology groups a pool's nodes by index: the first NodesPerBlock nodes share block 0, the next ones block 1, and
+// so on; within a block every NodesPerSubblock nodes share a sub-block. Every node has a host of its own.
+type Topology struct {
+	NodesPerBlock int `yaml:"nodesPerBlock"`
+	// NodesPerSubblock defaults to NodesPerBlock: one sub-block per block.
+	NodesPerSubblock int `yaml:"nodesPerSubblock"`
+}
+
+// Block is the topology block of node i, or -1 when the pool has no topology.
+func (p *NodePool) Block(i int) int {
+	if p.Topology == nil || p.Topology.NodesPerBlock < 1 {
+		return -1
+	}
+	return i / p.Topology.NodesPerBlock
+}
+
+// Blocks is the number of topology blocks the pool's nodes are in (0 without a topology).
+func (p *NodePool) Blocks() int {
+	if p.Block(0) < 0 {
+		return 0
+	}
+	return p.Block(p.Nodes-1) + 1
 }
 
 // TPU describes a TPU node pool.
@@ -217,6 +251,54 @@ type Event struct {
 	Maintenance *MaintenanceEvent `yaml:"maintenance"`
 	Preemption  *PreemptionEvent  `yaml:"preemption"`
 	Report      *ReportEvent      `yaml:"report"`
+	GPUFault    *GPUFaultEvent    `yaml:"gpuFault"`
+}
+
+// GPUFaultEvent is a GPU of nodes of a GPU pool logging an Xid, as GKE and NVIDIA's tools see it in the field: GKE's
+// GPU device plugin sets the node condition XidCriticalError for a critical Xid (48, 63, 64, 79, 119, 120, 123,
+// 140) and records a Warning Event for every Xid; Xid 48 makes the GPU unhealthy; dcgm-exporter shows the last Xid
+// of each GPU; the other GPUs log their companion Xids; GKE may announce a maintenance to repair the host hours
+// later. A new boot of the node ends it all.
+type GPUFaultEvent struct {
+	NodePool string `yaml:"nodePool"`
+	// Nodes are indexes into the pool; none (and no block) means all.
+	Nodes []int `yaml:"nodes"`
+	// Block, instead of nodes, is the index of one of the pool's topology blocks: all its nodes at once (an Xid
+	// storm across a block).
+	Block *int `yaml:"block"`
+	Xid   int  `yaml:"xid"`
+	// GPU is the index of the GPU that logs the Xid on each node (default 0).
+	GPU int `yaml:"gpu"`
+	// RowRemapFailure: the GPU's memory also fails to remap a row (dcgm-exporter's DCGM_FI_DEV_ROW_REMAP_FAILURE 1
+	// until the next boot), as with a double-bit ECC error (Xid 48) or Xid 64.
+	RowRemapFailure bool `yaml:"rowRemapFailure"`
+	// Companions are the Xids the node's GPUs log after it. Left out: after Xid 79 what was seen in the field
+	// within 4 s (Xid 154 on every GPU at 2 s, Xid 145 and 45 on the next three GPUs at 4 s), after other Xids
+	// none; an empty list: none.
+	Companions *[]CompanionXid `yaml:"companions"`
+	// Notice is GKE's maintenance announcing the host's repair; left out, GKE announces none.
+	Notice *GPUFaultNotice `yaml:"notice"`
+}
+
+// CompanionXid is an Xid GPUs of the node log after the fault.
+type CompanionXid struct {
+	Xid int `yaml:"xid"`
+	// GPUs are the indexes of the GPUs that log it; none means all.
+	GPUs []int `yaml:"gpus"`
+	// After is the time from the fault (story time).
+	After Duration `yaml:"after"`
+}
+
+// GPUFaultNotice is GKE announcing a GPU fault as host maintenance, as measured in the field: reasons
+// FAILURE_GPU_XID and FAILURE_GPU, reschedulable, booked days out. A node that has booted again by then, or that
+// has other maintenance announced, gets none.
+type GPUFaultNotice struct {
+	// After is the time from the fault to the announcement (story time). Field: 19 min to 5 h 36 min.
+	After Duration `yaml:"after"`
+	// WindowStartsIn is the time from the announcement to the window start (story time, default 168h: the field's
+	// week), WindowLength the window's length (story time, default 1h).
+	WindowStartsIn Duration `yaml:"windowStartsIn"`
+	WindowLength   Duration `yaml:"windowLength"`
 }
 
 // ReportEvent is an operator reporting the hosts of nodes of a pool as faulty (GKE's fault-behavior label), for
@@ -337,6 +419,8 @@ func (sc *Scenario) defaults() {
 		{&m.Field.WindowRewritten, &defaultMechanics.Field.WindowRewritten},
 		{&m.Field.WindowStartedTaint, &defaultMechanics.Field.WindowStartedTaint},
 		{&m.Field.NotReady, &defaultMechanics.Field.NotReady},
+		{&m.XidDetection, &defaultMechanics.XidDetection},
+		{&m.XidHeartbeat, &defaultMechanics.XidHeartbeat},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -352,6 +436,9 @@ func (sc *Scenario) defaults() {
 		}
 		if p.TPU != nil && p.TPU.ChipsPerNode == 0 {
 			p.TPU.ChipsPerNode = 4
+		}
+		if t := p.Topology; t != nil && t.NodesPerSubblock == 0 {
+			t.NodesPerSubblock = t.NodesPerBlock
 		}
 	}
 	for i := range sc.Workloads {
@@ -370,6 +457,21 @@ func (sc *Scenario) defaults() {
 			}
 			if m.Type == "" {
 				m.Type = "SCHEDULED"
+			}
+		}
+		if f := sc.Events[i].GPUFault; f != nil {
+			if f.Companions == nil {
+				if p := sc.Pool(f.NodePool); p != nil {
+					f.Companions = ptrTo(fieldCompanions(f.Xid, f.GPU, p.AcceleratorCount))
+				}
+			}
+			if n := f.Notice; n != nil {
+				if n.WindowStartsIn == 0 {
+					n.WindowStartsIn = Duration(7 * 24 * time.Hour)
+				}
+				if n.WindowLength == 0 {
+					n.WindowLength = Duration(time.Hour)
+				}
 			}
 		}
 	}
@@ -450,6 +552,20 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
+	for i := range sc.NodePools {
+		t := sc.NodePools[i].Topology
+		if t == nil {
+			continue
+		}
+		key := fmt.Sprintf("nodePools[%d].topology", i)
+		switch {
+		case t.NodesPerBlock < 1:
+			fail(key+".nodesPerBlock", "%d: a block holds at least one node", t.NodesPerBlock)
+		case t.NodesPerSubblock < 1 || t.NodesPerBlock%t.NodesPerSubblock != 0:
+			fail(key+".nodesPerSubblock", "%d does not divide the %d nodes of a block into whole sub-blocks",
+				t.NodesPerSubblock, t.NodesPerBlock)
+		}
+	}
 	if len(pools) == 0 {
 		fail("nodePools", "at least one node pool is required")
 	}
@@ -511,8 +627,10 @@ func (sc *Scenario) validate() error {
 	for i, e := range sc.Events {
 		key := fmt.Sprintf("events[%d]", i)
 		switch {
-		case countSet(e.Maintenance != nil, e.Preemption != nil, e.Report != nil) != 1:
-			fail(key, "set exactly one of maintenance, preemption and report")
+		case countSet(e.Maintenance != nil, e.Preemption != nil, e.Report != nil, e.GPUFault != nil) != 1:
+			fail(key, "set exactly one of maintenance, preemption, report and gpuFault")
+		case e.GPUFault != nil:
+			validGPUFault(fail, key+".gpuFault", e.GPUFault, pools[e.GPUFault.NodePool])
 		case e.Report != nil:
 			key += ".report"
 			p := pools[e.Report.NodePool]
@@ -553,6 +671,52 @@ func (sc *Scenario) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validGPUFault checks a gpuFault event against its pool (nil when the scenario has none of that name).
+func validGPUFault(fail func(key, format string, args ...any), key string, f *GPUFaultEvent, p *NodePool) {
+	switch {
+	case p == nil:
+		fail(key+".nodePool", "%q is not a node pool of the scenario", f.NodePool)
+		return
+	case p.Accelerator == "":
+		fail(key+".nodePool", "node pool %s has no GPUs (accelerator)", p.Name)
+		return
+	}
+	validIndexes(fail, key+".nodes", f.Nodes, p)
+	if f.Block != nil {
+		switch {
+		case len(f.Nodes) > 0:
+			fail(key+".block", "set nodes or block, not both")
+		case p.Topology == nil:
+			fail(key+".block", "node pool %s has no topology: set nodePools[].topology", p.Name)
+		case *f.Block < 0 || *f.Block >= p.Blocks():
+			fail(key+".block", "block %d is not in node pool %s (blocks 0 to %d)", *f.Block, p.Name, p.Blocks()-1)
+		}
+	}
+	validXid(fail, key+".xid", f.Xid)
+	validGPU := func(k string, gpu int) {
+		if gpu < 0 || gpu >= p.AcceleratorCount {
+			fail(k, "GPU %d is not on the nodes of pool %s (GPUs 0 to %d)", gpu, p.Name, p.AcceleratorCount-1)
+		}
+	}
+	validGPU(key+".gpu", f.GPU)
+	if f.Companions != nil {
+		for i, c := range *f.Companions {
+			ck := fmt.Sprintf("%s.companions[%d]", key, i)
+			validXid(fail, ck+".xid", c.Xid)
+			for j, gpu := range c.GPUs {
+				validGPU(fmt.Sprintf("%s.gpus[%d]", ck, j), gpu)
+			}
+		}
+	}
+}
+
+// validXid accepts the Xids NVIDIA's driver logs: positive numbers (0 is dcgm-exporter's "no error").
+func validXid(fail func(key, format string, args ...any), key string, xid int) {
+	if xid < 1 || xid > 65535 {
+		fail(key, "%d is not an Xid (a number from 1)", xid)
+	}
 }
 
 func countSet(set ...bool) int {

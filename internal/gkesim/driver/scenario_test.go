@@ -75,6 +75,8 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 	const base = "cluster: {project: p, location: us-central1, name: c}\n" +
 		"nodePools:\n  - {name: gpu, machineType: g2-standard-8, nodes: 2}\n  - {name: spot, machineType: g2-standard-8, nodes: 1, spot: true}\n" +
 		"  - {name: tpu, machineType: ct5p-hightpu-4t, tpu: {accelerator: tpu-v5p-slice, topology: 2x2x2}, nodes: 2}\n"
+	const gpuBase = base + "  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 4, topology: {nodesPerBlock: 2}}\n" +
+		"  - {name: a2, machineType: a2-ultragpu-1g, accelerator: nvidia-a100-80gb, nodes: 1}\n"
 	for name, tc := range map[string]struct{ yaml, want string }{
 		"empty":            {"", "empty"},
 		"unknown key":      {base + "timescale: 2\n", "field timescale not found"},
@@ -106,7 +108,7 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"node out of pool":      {base + "events: [{maintenance: {nodePool: gpu, nodes: [2]}}]\n", "events[0].maintenance.nodes[0]: node 2 is not in node pool gpu"},
 		"slice nodes":           {base + "events: [{maintenance: {nodePool: tpu, nodes: [0]}}]\n", "multi-host TPU slice"},
 		"bad type":              {base + "events: [{maintenance: {nodePool: gpu, type: SOON}}]\n", `"SOON" is not SCHEDULED or UNSCHEDULED`},
-		"report and preemption": {base + "events: [{at: 1h, report: {nodePool: gpu}, preemption: {nodePool: spot}}]\n", "events[0]: set exactly one of maintenance, preemption and report"},
+		"report and preemption": {base + "events: [{at: 1h, report: {nodePool: gpu}, preemption: {nodePool: spot}}]\n", "events[0]: set exactly one of maintenance, preemption, report and gpuFault"},
 		"report behavior":       {base + "events: [{report: {nodePool: gpu, behavior: melted}}]\n", `events[0].report.behavior: "melted" is not a fault behavior`},
 		"report node":           {base + "events: [{report: {nodePool: gpu, nodes: [5]}}]\n", "events[0].report.nodes[0]: node 5 is not in node pool gpu"},
 		"report pool":           {base + "events: [{report: {nodePool: x}}]\n", `events[0].report.nodePool: "x" is not a node pool`},
@@ -121,6 +123,25 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"job node out of pool": {base + "workloads: [{name: w, kind: Job, nodePools: [gpu, spot], nodes: [1]}]\n",
 			"workloads[0].nodes[0]: node 1 is not in node pool spot (nodes 0 to 0)"},
 		"job node twice": {base + "workloads: [{name: w, kind: Job, nodePools: [gpu], nodes: [1, 1]}]\n", "workloads[0].nodes[1]: node 1 is listed twice"},
+		"topology per block": {base + "  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, nodes: 2, topology: {nodesPerBlock: -1}}\n",
+			"nodePools[3].topology.nodesPerBlock: -1: a block holds at least one node"},
+		"topology sub-blocks": {base + "  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, nodes: 2, topology: {nodesPerBlock: 4, nodesPerSubblock: 3}}\n",
+			"nodePools[3].topology.nodesPerSubblock: 3 does not divide the 4 nodes of a block into whole sub-blocks"},
+		"fault and maintenance": {gpuBase + "events: [{maintenance: {nodePool: a4}, gpuFault: {nodePool: a4, xid: 79}}]\n",
+			"events[0]: set exactly one of maintenance, preemption, report and gpuFault"},
+		"fault unknown key":  {gpuBase + "events: [{gpuFault: {nodePool: a4, xids: [79]}}]\n", "field xids not found"},
+		"fault pool":         {gpuBase + "events: [{gpuFault: {nodePool: x, xid: 79}}]\n", `events[0].gpuFault.nodePool: "x" is not a node pool`},
+		"fault without GPUs": {gpuBase + "events: [{gpuFault: {nodePool: gpu, xid: 79}}]\n", "events[0].gpuFault.nodePool: node pool gpu has no GPUs"},
+		"fault xid":          {gpuBase + "events: [{gpuFault: {nodePool: a4}}]\n", "events[0].gpuFault.xid: 0 is not an Xid"},
+		"fault gpu":          {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, gpu: 8}}]\n", "events[0].gpuFault.gpu: GPU 8 is not on the nodes of pool a4 (GPUs 0 to 7)"},
+		"fault node":         {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, nodes: [4]}}]\n", "events[0].gpuFault.nodes[0]: node 4 is not in node pool a4"},
+		"fault block range":  {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 45, block: 2}}]\n", "events[0].gpuFault.block: block 2 is not in node pool a4 (blocks 0 to 1)"},
+		"fault block, nodes": {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 45, block: 0, nodes: [1]}}]\n", "events[0].gpuFault.block: set nodes or block, not both"},
+		"fault no topology":  {gpuBase + "events: [{gpuFault: {nodePool: a2, xid: 45, block: 0}}]\n", "events[0].gpuFault.block: node pool a2 has no topology"},
+		"companion xid":      {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, companions: [{xid: 154}, {xid: -3}]}}]\n", "events[0].gpuFault.companions[1].xid: -3 is not an Xid"},
+		"companion gpu":      {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, companions: [{xid: 154, gpus: [1, 9]}]}}]\n", "events[0].gpuFault.companions[0].gpus[1]: GPU 9 is not on the nodes of pool a4"},
+		"companion after":    {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, companions: [{xid: 154, after: -1s}]}}]\n", `"-1s" is not a non-negative duration`},
+		"notice after":       {gpuBase + "events: [{gpuFault: {nodePool: a4, xid: 79, notice: {after: later}}}]\n", `"later" is not a non-negative duration`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -128,6 +149,67 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 				t.Fatalf("got error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseReportsEveryBadGPUFaultField: each bad field of each event is named, none hides another.
+func TestParseReportsEveryBadGPUFaultField(t *testing.T) {
+	_, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 2}
+events:
+  - {at: 1h, gpuFault: {nodePool: a4, xid: 0, gpu: 9}}
+  - {at: 2h, gpuFault: {nodePool: a4, xid: 79, nodes: [7], companions: [{xid: 154, gpus: [8]}]}}
+`))
+	if err == nil {
+		t.Fatal("bad GPU faults accepted")
+	}
+	for _, want := range []string{
+		"events[0].gpuFault.xid: 0 is not an Xid",
+		"events[0].gpuFault.gpu: GPU 9 is not on the nodes of pool a4",
+		"events[1].gpuFault.nodes[0]: node 7 is not in node pool a4",
+		"events[1].gpuFault.companions[0].gpus[0]: GPU 8 is not on the nodes of pool a4",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestParseGPUFaultDefaults(t *testing.T) {
+	sc, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 4, topology: {nodesPerBlock: 2}}
+events:
+  - {at: 1h, gpuFault: {nodePool: a4, nodes: [0], xid: 79, gpu: 6, notice: {after: 4h}}}
+  - {at: 2h, gpuFault: {nodePool: a4, block: 1, xid: 45}}
+  - {at: 3h, gpuFault: {nodePool: a4, nodes: [1], xid: 79, companions: []}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []CompanionXid{
+		{Xid: 154, After: Duration(2 * time.Second)},
+		{Xid: 145, GPUs: []int{7, 0, 1}, After: Duration(4 * time.Second)},
+		{Xid: 45, GPUs: []int{7, 0, 1}, After: Duration(4 * time.Second)},
+	}
+	if got := *sc.Events[0].GPUFault.Companions; !reflect.DeepEqual(got, want) {
+		t.Errorf("companions of Xid 79 on GPU 6: %+v, want the field's %+v", got, want)
+	}
+	if n := sc.Events[0].GPUFault.Notice; n.WindowStartsIn != Duration(168*time.Hour) || n.WindowLength != Duration(time.Hour) {
+		t.Errorf("notice %+v: want the field's week out, one hour long", n)
+	}
+	if got := *sc.Events[1].GPUFault.Companions; len(got) != 0 || sc.Events[1].GPUFault.Notice != nil {
+		t.Errorf("Xid 45: companions %+v, notice %+v; want none", got, sc.Events[1].GPUFault.Notice)
+	}
+	if got := *sc.Events[2].GPUFault.Companions; len(got) != 0 {
+		t.Errorf("companions: [] gave %+v", got)
+	}
+	p := sc.Pool("a4")
+	if p.Topology.NodesPerSubblock != 2 || p.Blocks() != 2 || p.Block(3) != 1 {
+		t.Errorf("topology %+v: %d blocks, node 3 in block %d", p.Topology, p.Blocks(), p.Block(3))
 	}
 }
 

@@ -99,6 +99,7 @@ func (d *Driver) register(ctx context.Context) error {
 			return fmt.Errorf("registering node %s: %w", node.Name, err)
 		}
 		created.Status = nodeStatus(d.sc, sn.pool, sn.index, true, now)
+		applyGPUStatus(&created.Status, sn)
 		if _, err := core.Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("reporting node %s Ready: %w", node.Name, err)
 		}
