@@ -51,8 +51,9 @@ local utils = import 'utils.libsonnet';
   // however long the memory, and a quiet node costs no recorded series.
   nodeInfoLastSeen:: 'node:gke_node_info:last_seen',
 
-  // nodeSignals is the nodes that have something to say: maintenance, a report, a GPU fault, a notice
-  // from the node agent, the maintenance start recorded through a gap. Every such series is sparse.
+  // nodeSignals is the nodes that have something to say: maintenance, a report, a GPU fault, GKE's own work, a
+  // planned end, a notice from the node agent, the maintenance start recorded through a gap. Every such series is
+  // sparse.
   nodeSignals(config)::
     |||
       group by (%(by)s) (
@@ -71,6 +72,10 @@ local utils = import 'utils.libsonnet';
         gke_node_report_and_replace_status{%(cluster)s}
         or
         gke_node_gpu_xid_critical{%(cluster)s}
+        or
+        gke_node_gke_operation{%(cluster)s}
+        or
+        gke_node_termination_timestamp_seconds{%(cluster)s}
         or
         gce_instance_upcoming_maintenance_info{%(agent)s}
         or
