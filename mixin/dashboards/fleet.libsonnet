@@ -227,6 +227,65 @@ local common = import 'common.libsonnet';
             ),
           ],
         },
+        g.row('Upgrades and planned ends'),
+        {
+          height: 4,
+          panels: [
+            g.stat('Upgrades in progress', 'Node pool upgrade operations GKE is running now.', 'count(gke_node_pool_upgrade_in_progress{%s}) or vector(0)' % job(c.clusterExporterSelector)),
+            g.stat('Pools behind a target version', 'Node pools with a newer version GKE would upgrade them to.', 'count(gke_node_pool_upgrade_target_version_info{%s, %s}) or vector(0)' % [c.clusterExporterSelector, sel]),
+            g.stat('Next maintenance window', "When the cluster's next GKE maintenance window opens: auto-upgrades run only inside it.", 'min(gke_cluster_maintenance_window_next_start_timestamp_seconds{%s}) * 1000' % job(c.clusterExporterSelector), unit='dateTimeFromNow'),
+            g.stat('Exclusions active', 'Maintenance exclusions in force (no upgrades, no minor upgrades, …).', 'count(gke_cluster_maintenance_exclusion_end_timestamp_seconds{%s} > time()) or vector(0)' % job(c.clusterExporterSelector)),
+            g.stat('Nodes GKE works on', "Nodes GKE is upgrading, repairing or draining itself (operation.gke.io/type, gke-current-operation).", 'count(group by (%s) (gke_node_gke_operation{%s})) or vector(0)' % [utils.labelList(c, ['node']), job(c.clusterExporterSelector)]),
+            g.stat('Planned VM ends within 24h', 'Nodes whose maximum run duration (flex-start, queued provisioning) ends within 24 hours.', 'count(gke_node_termination_timestamp_seconds{%s} < time() + 86400) or vector(0)' % job(c.clusterExporterSelector)),
+          ],
+        },
+        {
+          height: 8,
+          panels: [
+            g.table(
+              'Next disruptions by node pool',
+              "Each pool's next planned disruption of every kind: host maintenance (earliest node), GKE's auto-upgrade start, and the earliest planned end of a VM. Two close together disrupt the pool twice where once would do.",
+              [
+                g.target('min by (%s) (node:gke_node_maintenance_start_timestamp_seconds:min{%s}) * 1000' % [byPool, sel], instant=true),
+                g.target('min by (%s) (gke_node_pool_auto_upgrade_start_timestamp_seconds{%s, %s}) * 1000' % [byPool, c.clusterExporterSelector, sel], instant=true),
+                g.target(|||
+                  min by (%(by)s) (
+                    gke_node_termination_timestamp_seconds{%(job)s}
+                    * on (%(node)s) group_left (node_pool) group by (%(node)s, node_pool) (%(nodes)s)
+                  ) * 1000
+                ||| % { by: byPool, job: job(c.clusterExporterSelector), node: utils.labelList(c, ['node']), nodes: nodes }, instant=true),
+              ],
+              [
+                [c.clusterLabel, 'Cluster'],
+                ['node_pool', 'Node pool'],
+                ['Value #A', 'Host maintenance'],
+                ['Value #B', 'Auto-upgrade'],
+                ['Value #C', 'VM end'],
+              ],
+              units={ 'Value #A': 'dateTimeAsIso', 'Value #B': 'dateTimeAsIso', 'Value #C': 'dateTimeAsIso' },
+              sortBy='Value #A',
+            ),
+            g.table(
+              'Node pool versions and upgrades',
+              "Each pool's version, the version GKE would upgrade it to, and the progress of an upgrade under way.",
+              [
+                g.target('group by (%s, version) (gke_node_pool_version_info{%s, %s})' % [byPool, c.clusterExporterSelector, sel], instant=true),
+                g.target('group by (%s, target) (label_replace(gke_node_pool_upgrade_target_version_info{%s, %s}, "target", "$1", "version", "(.*)"))' % [byPool, c.clusterExporterSelector, sel], instant=true),
+                g.target('max by (%s) (gke_node_pool_upgrade_nodes{%s, %s, state="done"})' % [byPool, c.clusterExporterSelector, sel], instant=true),
+                g.target('max by (%s) (gke_node_pool_upgrade_nodes{%s, %s, state="total"})' % [byPool, c.clusterExporterSelector, sel], instant=true),
+              ],
+              [
+                [c.clusterLabel, 'Cluster'],
+                ['node_pool', 'Node pool'],
+                ['version', 'Version'],
+                ['target', 'Target version'],
+                ['Value #C', 'Upgraded'],
+                ['Value #D', 'Of'],
+              ],
+              units={ 'Value #C': 'short', 'Value #D': 'short' },
+            ),
+          ],
+        },
         g.row('Exporter health'),
         {
           height: 4,
