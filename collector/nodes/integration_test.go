@@ -29,6 +29,7 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
 // gkeSeries are the families the golden files cover.
@@ -275,24 +276,10 @@ gke_node_maintenance_state{node="n1",state="ongoing"} 1
 	// A bad value is counted once, however often the node changes while it stays.
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"cloud.google.com/scheduled-maintenance-time":"not-a-time"}}}`)
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"change"}}}`)
-	e.waitFor("parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
-# TYPE gke_disruption_node_label_parse_errors_total counter
-gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
-gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
-gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
-`, "gke_disruption_node_label_parse_errors_total")
+	e.waitFor("parse error counted once", parseErrorsText(map[string]int{gke.LabelScheduledMaintenanceTime: 1}), "gke_disruption_node_label_parse_errors_total")
 	patchNode(t, api.Client, "n1", `{"metadata":{"annotations":{"node.gke.io/upcoming-maintenance":"{\"type\":"}}}`)
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"again"}}}`)
-	e.waitFor("annotation parse error counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
-# TYPE gke_disruption_node_label_parse_errors_total counter
-gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 1
-gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
-gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 1
-`, "gke_disruption_node_label_parse_errors_total")
+	e.waitFor("annotation parse error counted once", parseErrorsText(map[string]int{gke.LabelScheduledMaintenanceTime: 1, gke.AnnotationUpcomingMaintenance: 1}), "gke_disruption_node_label_parse_errors_total")
 
 	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -503,14 +490,7 @@ func TestGPUFaultSeries(t *testing.T) {
 gke_node_info{accelerator="",block="",host="",machine_type="",node="a4-0",node_pool="a4",provisioning="standard",subblock="",tpu_accelerator="",tpu_topology="",zone=""} 1
 `
 	parseErrors := func(xid int) string {
-		return fmt.Sprintf(`# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
-# TYPE gke_disruption_node_label_parse_errors_total counter
-gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 0
-gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} %d
-gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 0
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
-`, xid)
+		return parseErrorsText(map[string]int{nodeview.UnreadableXidCondition: xid})
 	}
 	since := `# HELP gke_node_gpu_xid_critical_since_timestamp_seconds When the node condition XidCriticalError of the current boot became True.
 # TYPE gke_node_gpu_xid_critical_since_timestamp_seconds gauge
@@ -584,15 +564,20 @@ gke_node_gke_operation{node="n1",operation_type="upgrade_nodes"} 1
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"unrelated":"change"}}}`)
 	e.waitFor("garbled values", operation+`gke_node_gke_operation{node="n1",operation_type="drain"} 1
 `, names...)
-	e.waitFor("garbled values counted once", `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
-# TYPE gke_disruption_node_label_parse_errors_total counter
-gke_disruption_node_label_parse_errors_total{label="cloud.google.com/scheduled-maintenance-time"} 0
-gke_disruption_node_label_parse_errors_total{label="condition/XidCriticalError"} 0
-gke_disruption_node_label_parse_errors_total{label="gke-current-operation"} 1
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/machine-termination-datetime"} 1
-gke_disruption_node_label_parse_errors_total{label="node.gke.io/upcoming-maintenance"} 0
-`, "gke_disruption_node_label_parse_errors_total")
+	e.waitFor("garbled values counted once", parseErrorsText(map[string]int{gke.AnnotationCurrentOperation: 1, gke.AnnotationMachineTerminationDatetime: 1}), "gke_disruption_node_label_parse_errors_total")
 
 	patchNode(t, api.Client, "n1", `{"metadata":{"labels":{"operation.gke.io/type":null},"annotations":{"gke-current-operation":null,"node.gke.io/machine-termination-datetime":null}}}`)
 	e.waitFor("GKE done", "", names...)
+}
+
+// parseErrorsText is the parse-error counter as scraped: every value the collector reads, at 0 but for counts.
+func parseErrorsText(counts map[string]int) string {
+	text := `# HELP gke_disruption_node_label_parse_errors_total Node label and annotation values that could not be read, counted once per value seen.
+# TYPE gke_disruption_node_label_parse_errors_total counter
+`
+	for _, key := range []string{gke.LabelScheduledMaintenanceTime, nodeview.UnreadableXidCondition, gke.AnnotationCurrentOperation,
+		gke.AnnotationMachineTerminationDatetime, gke.AnnotationUpcomingMaintenance} {
+		text += fmt.Sprintf("gke_disruption_node_label_parse_errors_total{label=%q} %d\n", key, counts[key])
+	}
+	return text
 }

@@ -699,18 +699,7 @@ func TestStatusShowsGPUFaults(t *testing.T) {
 	}
 	golden(t, "status-gpu.wide", wide.Bytes())
 
-	var js bytes.Buffer
-	if err := Render(&js, snap, StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
-		t.Fatal(err)
-	}
-	var report Report
-	if err := json.Unmarshal(js.Bytes(), &report); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]NodeStatus{}
-	for _, r := range report.Nodes {
-		rows[r.Node] = r
-	}
+	rows := jsonRows(t, snap)
 	if r := rows["gke-a4-0"]; fmt.Sprint(r.GPUXids) != "[48 79]" || r.GPUXidSince == nil || !r.GPUXidSince.Equal(now.Add(-10*time.Minute)) ||
 		r.UnhealthyGPUs != 1 || strings.Join(r.GKEState, ",") != "gpu-xid=48+79,gpus-unhealthy=1" {
 		t.Errorf("faulty node: %+v", r)
@@ -740,18 +729,7 @@ func TestStatusShowsGKEWork(t *testing.T) {
 		gpu("gke-l4-1", nil, map[string]string{gke.AnnotationMachineTerminationDatetime: "2026-12-09T10:00:00Z"}),
 		gpu("gke-l4-2", nil, nil),
 	}, PolicyUnknown: "no policy in this test", WorkloadsUnknown: "no pods in this test"}
-	var js bytes.Buffer
-	if err := Render(&js, snap, StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
-		t.Fatal(err)
-	}
-	var report Report
-	if err := json.Unmarshal(js.Bytes(), &report); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[string]NodeStatus{}
-	for _, r := range report.Nodes {
-		rows[r.Node] = r
-	}
+	rows := jsonRows(t, snap)
 	if r := rows["gke-l4-0"]; fmt.Sprint(r.GKEOperations) != "[drain upgrade_nodes]" || strings.Join(r.GKEState, ",") != "gke-operation=drain+upgrade_nodes" {
 		t.Errorf("node GKE upgrades: %+v", r)
 	}
@@ -771,4 +749,22 @@ func TestStatusShowsGKEWork(t *testing.T) {
 			t.Errorf("wide output lacks %s:\n%s", want, wide.String())
 		}
 	}
+}
+
+// jsonRows renders snap as JSON and reads its node rows back, by node.
+func jsonRows(t *testing.T, snap Snapshot) map[string]NodeStatus {
+	t.Helper()
+	var js bytes.Buffer
+	if err := Render(&js, snap, StatusOptions{Output: OutputJSON, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	var report Report
+	if err := json.Unmarshal(js.Bytes(), &report); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]NodeStatus{}
+	for _, r := range report.Nodes {
+		rows[r.Node] = r
+	}
+	return rows
 }
