@@ -22,6 +22,11 @@ require (
 )
 
 require (
+	cloud.google.com/go/container v1.56.1 // indirect
+	github.com/teambition/rrule-go v1.8.2 // indirect
+)
+
+require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.3.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3 // indirect
