@@ -58,7 +58,7 @@ type operation struct {
 // Server is a simulated ClusterManager. Create it with New.
 type Server struct {
 	mu          sync.Mutex
-	clusters    map[string]*containerpb.Cluster            // by resource name
+	clusters    map[string]*containerpb.Cluster             // by resource name
 	upgradeInfo map[string]*containerpb.NodePoolUpgradeInfo // by node pool resource name
 	operations  []*operation                                // in creation order
 	nextOp      int
