@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	container "cloud.google.com/go/container/apiv1"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
@@ -41,7 +46,7 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--scenario="+scenario, "run", "--kubeconfig="+api.Kubeconfig,
-		"--monitoring.listen-address=127.0.0.1:0", "--metadata.base-port=0")
+		"--monitoring.listen-address=127.0.0.1:0", "--gke.listen-address=127.0.0.1:0", "--metadata.base-port=0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,10 +58,14 @@ func TestRun(t *testing.T) {
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 
 	hosts := map[string]string{}
+	var gkeAddr string
 	lines := bufio.NewScanner(stdout)
 	for len(hosts) < 2 && lines.Scan() {
 		if f := strings.Fields(lines.Text()); len(f) == 3 && strings.HasPrefix(f[0], "gke-try-gpu-") {
 			hosts[f[0]] = f[2]
+		}
+		if addr, ok := strings.CutPrefix(lines.Text(), "GKE API simulator: "); ok {
+			gkeAddr, _, _ = strings.Cut(addr, " ")
 		}
 	}
 	if len(hosts) != 2 {
@@ -86,4 +95,19 @@ func TestRun(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The scenario's cluster and node pool, through the real GKE API client.
+	client, err := container.NewClusterManagerClient(ctx, option.WithEndpoint(gkeAddr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cluster, err := client.GetCluster(ctx, &containerpb.GetClusterRequest{Name: "projects/p/locations/europe-west4/clusters/try"})
+	if err != nil {
+		t.Fatalf("GKE API simulator at %q: %v", gkeAddr, err)
+	}
+	if pools := cluster.GetNodePools(); len(pools) != 1 || pools[0].GetName() != "gpu" || pools[0].GetInitialNodeCount() != 2 {
+		t.Errorf("node pools %v", pools)
+	}
 }
