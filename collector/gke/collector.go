@@ -281,9 +281,25 @@ func call[T any](ctx context.Context, c *Collector, method string, do func(conte
 	resp, err := do(ctx, gax.WithRetry(nil))
 	c.requests.WithLabelValues(method, grpcCode(err).String()).Inc()
 	if err != nil {
-		err = fmt.Errorf("%s: %w", method, err)
+		err = &callError{method: method, err: err}
 	}
 	return resp, err
+}
+
+// callError is a failed call, by method: a denied permission is told by the method that needs it.
+type callError struct {
+	method string
+	err    error
+}
+
+func (e *callError) Error() string { return e.method + ": " + e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// permissions are what each method needs.
+var permissions = map[string]string{
+	MethodGetCluster:               "container.clusters.get",
+	MethodListOperations:           "container.operations.list",
+	MethodFetchNodePoolUpgradeInfo: "container.clusters.get",
 }
 
 // reportLocked logs a failed poll: a failure an operator must fix once, with the fix, until a poll succeeds; any
@@ -313,8 +329,14 @@ func diagnose(err error, cluster Cluster) (kind, fix string) {
 					": enable container.googleapis.com (gcloud services enable container.googleapis.com --project " + cluster.Project + ")"
 			}
 		}
-		return "permission_denied", "permission denied: grant the exporter's Kubernetes service account (Workload Identity) " +
-			"roles/container.clusterViewer on project " + cluster.Project
+		var ce *callError
+		needed := "container.clusters.get and container.operations.list"
+		if errors.As(err, &ce) {
+			needed = permissions[ce.method]
+		}
+		return "permission_denied", "permission denied (" + needed + "): grant the exporter's Kubernetes service account " +
+			"(Workload Identity) roles/container.clusterViewer on project " + cluster.Project +
+			", or a role with container.clusters.get and container.operations.list"
 	case codes.Unauthenticated:
 		return "unauthenticated", "no valid credentials: run with Workload Identity (or Application Default Credentials)"
 	case codes.NotFound:

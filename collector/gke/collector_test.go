@@ -344,6 +344,8 @@ func TestPermissionDeniedToldOnceAndRecovers(t *testing.T) {
 			"roles/container.clusterViewer"},
 		{"API disabled", gkesim.AnyMethod, func(*harness) *status.Status { return gkesim.ServiceDisabled("p1") },
 			"gcloud services enable container.googleapis.com"},
+		{"permission denied on operations", gkesim.MethodListOperations,
+			func(h *harness) *status.Status { return gkesim.PermissionDenied(h.name) }, "permission denied (container.operations.list)"},
 		{"permission denied on upgrade information", gkesim.MethodFetchNodePoolUpgradeInfo,
 			func(h *harness) *status.Status { return gkesim.PermissionDenied(h.name) }, "roles/container.clusterViewer"},
 	} {

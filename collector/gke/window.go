@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ func nextWindow(w *containerpb.MaintenanceWindow, now time.Time) (start, end tim
 	case *containerpb.MaintenanceWindow_RecurringWindow:
 		tw := p.RecurringWindow.GetWindow()
 		if tw.GetStartTime() == nil || tw.GetEndTime() == nil {
-			return start, end, false, fmt.Errorf("recurring maintenance window without start or end time")
+			return start, end, false, errors.New("recurring maintenance window without start or end time")
 		}
 		first, length = tw.GetStartTime().AsTime(), tw.GetEndTime().AsTime().Sub(tw.GetStartTime().AsTime())
 		recurrence = p.RecurringWindow.GetRecurrence()
