@@ -1,10 +1,10 @@
-// Package container simulates the GKE API (google.container.v1.ClusterManager) as the exporter reads it: GetCluster
-// with its node pools and maintenance policy, ListOperations of a location, and FetchNodePoolUpgradeInfo, by the
-// resource names the real API takes (and its legacy project/zone/cluster fields). Tests, the demo and a scenario
-// driver set the state through the Go API (clusters, node pools, upgrade information, operations and their
-// progress); faults are injected on demand: failed calls with a gRPC code (PermissionDenied, Unavailable, a disabled
-// API as Google reports it), and slow answers. The real client library reaches it over loopback gRPC without
-// credentials.
+// Package container simulates the GKE API (google.container.v1.ClusterManager) as the exporter reads it:
+// GetCluster with its node pools and maintenance policy, ListOperations of a location, and
+// FetchNodePoolUpgradeInfo, by resource name (the deprecated project, zone and cluster ID fields are not read).
+// Tests, gkesim run and a scenario driver set the state through the Go API (clusters, node pools, upgrade
+// information, operations and their progress); faults are injected on demand: failed calls with a gRPC code
+// (PermissionDenied, Unavailable, a disabled API as Google reports it), and slow answers. The real client library
+// reaches it over loopback gRPC without credentials.
 package container
 
 import (
@@ -168,7 +168,6 @@ func (s *Server) StartNodePoolOperation(clusterName, pool string, opType contain
 	location := parent[strings.LastIndex(parent, "/")+1:]
 	s.operations = append(s.operations, &operation{parent: parent, op: &containerpb.Operation{
 		Name:          name,
-		Zone:          location,
 		Location:      location,
 		OperationType: opType,
 		Status:        containerpb.Operation_RUNNING,
@@ -350,18 +349,6 @@ func (s *Server) admit(ctx context.Context, method string) error {
 	return nil
 }
 
-// legacyName builds a resource name from the deprecated project/zone/id fields, as the API accepts them.
-func legacyName(name, project, zone string, ids ...string) string {
-	if name != "" || project == "" {
-		return name
-	}
-	n := "projects/" + project + "/locations/" + zone
-	for i, id := range ids {
-		n += []string{"/clusters/", "/nodePools/"}[i] + id
-	}
-	return n
-}
-
 // api is the gRPC face of a Server: the state's own methods (UpdateCluster, DeleteNodePool, ...) share names
 // with the API's.
 type api struct {
@@ -374,7 +361,7 @@ func (a api) GetCluster(ctx context.Context, req *containerpb.GetClusterRequest)
 	if err := a.s.admit(ctx, MethodGetCluster); err != nil {
 		return nil, err
 	}
-	name := legacyName(req.GetName(), req.GetProjectId(), req.GetZone(), req.GetClusterId())
+	name := req.GetName()
 	a.s.mu.Lock()
 	defer a.s.mu.Unlock()
 	c, ok := a.s.clusters[name]
@@ -390,7 +377,7 @@ func (a api) ListOperations(ctx context.Context, req *containerpb.ListOperations
 	if err := a.s.admit(ctx, MethodListOperations); err != nil {
 		return nil, err
 	}
-	parent := legacyName(req.GetParent(), req.GetProjectId(), req.GetZone())
+	parent := req.GetParent()
 	project, location, ok := strings.Cut(strings.TrimPrefix(parent, "projects/"), "/locations/")
 	if !strings.HasPrefix(parent, "projects/") || !ok || project == "" || location == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "parent %q: want projects/PROJECT/locations/LOCATION", parent)

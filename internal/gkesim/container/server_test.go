@@ -54,10 +54,6 @@ func TestGetCluster(t *testing.T) {
 		c.GetNodePools()[0].GetSelfLink() != "https://container.googleapis.com/v1/"+name+"/nodePools/a3" {
 		t.Errorf("cluster %v", c)
 	}
-	// The deprecated fields name the same cluster.
-	if _, err := client.GetCluster(ctx, &containerpb.GetClusterRequest{ProjectId: "p1", Zone: "us-central1", ClusterId: "train"}); err != nil {
-		t.Errorf("by project, zone and cluster ID: %v", err)
-	}
 	if _, err := client.GetCluster(ctx, &containerpb.GetClusterRequest{Name: "projects/p1/locations/europe-west4/clusters/train"}); code(err) != codes.NotFound {
 		t.Errorf("a cluster of another location: %v", err)
 	}
