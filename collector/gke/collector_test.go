@@ -276,6 +276,16 @@ func TestSeriesEndWithWhatTheyRead(t *testing.T) {
 	h.poll()
 	want("upgrade moving on", map[string]float64{inProgress: 1, done: 5, total: 8})
 
+	// A resize of the same pool starts meanwhile: both are in progress, the node counts are the newer one's.
+	resize := h.sim.StartNodePoolOperation(h.name, "a3-train", containerpb.Operation_SET_NODE_POOL_SIZE, 10)
+	h.sim.UpdateOperation(op, func(o *containerpb.Operation) { o.StartTime = "2026-06-01T12:04:59Z" })
+	h.sim.UpdateOperation(resize, func(o *containerpb.Operation) { o.StartTime = "2026-06-01T12:04:59.5Z" })
+	h.clock.Add(5 * time.Minute)
+	h.poll()
+	resizing := "gke_node_pool_upgrade_in_progress{node_pool=a3-train,operation_type=set_node_pool_size}"
+	want("resize during the upgrade", map[string]float64{inProgress: 1, resizing: 1, done: 0, total: 10})
+	h.sim.FinishOperation(resize)
+
 	// The upgrade ends: the pool is at its target and the operation DONE.
 	h.sim.FinishOperation(op)
 	h.sim.UpdateNodePool(h.name, "a3-train", func(np *containerpb.NodePool) {
@@ -296,7 +306,7 @@ func TestSeriesEndWithWhatTheyRead(t *testing.T) {
 			"gke_node_pool_version_info{node_pool=a3-train,version=1.32.9-gke.1200000}": 1,
 			"gke_cluster_control_plane_version_info{version=1.33.6-gke.1000000}":        1,
 		},
-		inProgress, done, total, tpuVersion, tpuStatus, tpuSettings,
+		inProgress, resizing, done, total, tpuVersion, tpuStatus, tpuSettings,
 		"gke_node_pool_version_info{node_pool=a3-train,version=1.32.9-gke.1000000}",
 		"gke_cluster_control_plane_version_info{version=1.33.5-gke.1080000}",
 		"gke_node_pool_upgrade_target_version_info{node_pool=a3-train,version=1.32.9-gke.1200000}",

@@ -147,7 +147,7 @@ func renderOperations(c Cluster, operations []*containerpb.Operation) []promethe
 			types[pool] = map[string]bool{}
 		}
 		types[pool][enumName(op.GetOperationType().String(), "TYPE_")] = true
-		if l := latest[pool]; l == nil || op.GetStartTime() > l.GetStartTime() {
+		if l := latest[pool]; l == nil || startTime(op).After(startTime(l)) {
 			latest[pool] = op
 		}
 	}
@@ -173,6 +173,12 @@ func renderOperations(c Cluster, operations []*containerpb.Operation) []promethe
 		}
 	}
 	return metrics
+}
+
+// startTime is when an operation started; zero when the API does not say.
+func startTime(op *containerpb.Operation) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, op.GetStartTime())
+	return t
 }
 
 func paused(info *containerpb.NodePoolUpgradeInfo) bool {
