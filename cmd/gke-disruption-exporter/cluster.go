@@ -132,11 +132,6 @@ func clusterCommand(app *kingpin.Application) runFunc {
 			if err != nil {
 				return err
 			}
-			client, err := gke.NewClient(ctx, *gkeFlags.Endpoint, *gkeFlags.Insecure)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
 			pending := &pendingCollector{reason: errors.New("own cluster not known yet (metadata server)")}
 			collectors["gke"] = pending
 			go func() {
@@ -151,6 +146,14 @@ func clusterCommand(app *kingpin.Application) runFunc {
 						return
 					}
 				}
+				// Made only for a known cluster: where there is none, the exporter needs no Google credentials.
+				client, err := gke.NewClient(ctx, *gkeFlags.Endpoint, *gkeFlags.Insecure)
+				if err != nil {
+					logger.Error("gke collector", "err", err)
+					pending.set(nil, err)
+					return
+				}
+				defer client.Close()
 				gc, err := gke.New(logger.With("collector", "gke"), client, cfg, reg)
 				if err != nil {
 					logger.Error("gke collector", "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 )
 
 // TestClusterReadsTheGKEAPI: the cluster command reads the cluster --gke.cluster names, else its own from the
-// metadata server, and serves its node pools' series; not on GKE, the collector is inactive and fails nothing.
+// metadata server, and serves its node pools' series; not on GKE, the collector is inactive, fails nothing and
+// needs no Google credentials.
 func TestClusterReadsTheGKEAPI(t *testing.T) {
 	sim := gkesim.New()
 	simAddr, err := sim.Start("")
@@ -59,10 +61,15 @@ func TestClusterReadsTheGKEAPI(t *testing.T) {
 			} else {
 				t.Setenv("GCE_METADATA_HOST", freeAddress(t)) // nothing listens
 			}
+			// Not on GKE the exporter needs no Google credentials: none are found here.
+			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json"))
+			args := []string{"--gke.endpoint=" + simAddr, "--gke.insecure"}
+			if tc.instance == nil {
+				args = nil
+			}
 			addr := freeAddress(t)
-			startCommand(t, clusterCommand, append([]string{"cluster", "--no-collector.nodes", "--no-collector.workloads",
-				"--no-collector.cloudmonitoring", "--web.listen-address=" + addr,
-				"--gke.endpoint=" + simAddr, "--gke.insecure", "--gke.interval=200ms"}, tc.args...)...)
+			startCommand(t, clusterCommand, append(append([]string{"cluster", "--no-collector.nodes", "--no-collector.workloads",
+				"--no-collector.cloudmonitoring", "--web.listen-address=" + addr, "--gke.interval=200ms"}, args...), tc.args...)...)
 			testenv.Eventually(t, 30*time.Second, "the GKE API read", func() error {
 				_, body, err := get("http://" + addr + "/metrics")
 				if err != nil {
@@ -84,22 +91,27 @@ func TestClusterReadsTheGKEAPI(t *testing.T) {
 	}
 }
 
-// TestClusterRejectsMalformedGKECluster: a --gke.cluster that is no cluster's resource name stops the command at
-// start, saying the form it wants.
+// TestClusterRejectsMalformedGKECluster: a --gke.cluster that is no cluster's resource name, or plaintext without
+// an endpoint, stops the command at start, saying what it wants.
 func TestClusterRejectsMalformedGKECluster(t *testing.T) {
-	for _, bad := range []string{"train", "us-central1/train", "projects/p1/zones/us-central1/clusters/train"} {
+	run := func(args ...string) error {
 		app := kingpin.New(name, "")
 		run := clusterCommand(app)
-		if _, err := app.Parse([]string{"cluster", "--no-collector.nodes", "--no-collector.workloads",
-			"--web.listen-address=" + freeAddress(t), "--gke.cluster=" + bad}); err != nil {
+		if _, err := app.Parse(append([]string{"cluster", "--no-collector.nodes", "--no-collector.workloads",
+			"--web.listen-address=" + freeAddress(t)}, args...)); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := run(ctx, promslog.NewNopLogger())
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), "--gke.cluster") ||
+		defer cancel()
+		return run(ctx, promslog.NewNopLogger())
+	}
+	for _, bad := range []string{"train", "us-central1/train", "projects/p1/zones/us-central1/clusters/train"} {
+		if err := run("--gke.cluster=" + bad); err == nil || !strings.Contains(err.Error(), "--gke.cluster") ||
 			!strings.Contains(err.Error(), "projects/PROJECT/locations/LOCATION/clusters/CLUSTER") {
 			t.Errorf("--gke.cluster=%s: %v", bad, err)
 		}
+	}
+	if err := run("--gke.insecure"); err == nil || !strings.Contains(err.Error(), "--gke.endpoint") {
+		t.Errorf("--gke.insecure without an endpoint: %v", err)
 	}
 }

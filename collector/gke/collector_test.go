@@ -528,4 +528,7 @@ func TestFlags(t *testing.T) {
 	if _, err := parse("--gke.interval=0s"); err == nil {
 		t.Error("a zero interval accepted")
 	}
+	if _, err := parse("--gke.insecure"); err == nil || !strings.Contains(err.Error(), "--gke.endpoint") {
+		t.Errorf("--gke.insecure without an endpoint: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,8 +43,11 @@ func (f *Flags) Config() (Config, error) {
 		}
 		cfg.Cluster = cluster
 	}
-	if cfg.Interval <= 0 {
+	switch {
+	case cfg.Interval <= 0:
 		return Config{}, fmt.Errorf("--gke.interval %v: must be positive", cfg.Interval)
+	case *f.Insecure && *f.Endpoint == "":
+		return Config{}, errors.New("--gke.insecure needs --gke.endpoint")
 	}
 	return cfg, nil
 }
