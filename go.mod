@@ -4,6 +4,7 @@ go 1.26.7
 
 require (
 	cloud.google.com/go/compute/metadata v0.10.0
+	cloud.google.com/go/container v1.56.1
 	cloud.google.com/go/monitoring v1.32.1
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/google/go-jsonnet v0.22.0
@@ -12,6 +13,7 @@ require (
 	github.com/prometheus/common v0.73.1
 	github.com/prometheus/exporter-toolkit v0.20.0
 	github.com/prometheus/prometheus v0.316.0
+	github.com/teambition/rrule-go v1.8.2
 	google.golang.org/api v0.305.0
 	google.golang.org/grpc v1.84.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -48,7 +50,7 @@ require (
 	github.com/bboreham/go-loser v0.0.0-20230920113527-fcc2c21820a3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
-	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect

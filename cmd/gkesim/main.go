@@ -1,5 +1,5 @@
 // Command gkesim plays GKE for the demo and for trying the exporter without a cluster: `gkesim run` drives a
-// scenario on an existing API server with the metadata and Cloud Monitoring simulators; `gkesim demo` runs the
+// scenario on an existing API server with the metadata, Cloud Monitoring and GKE API simulators; `gkesim demo` runs the
 // whole product against it (make demo).
 package main
 
@@ -16,12 +16,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/promslog/flag"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/demo"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
@@ -34,10 +36,12 @@ func main() {
 	flag.AddFlags(app, logConfig)
 	scenario := app.Flag("scenario", "Scenario: a shipped one by name (demo) or a YAML file.").Default("demo").String()
 
-	runCmd := app.Command("run", "Play the scenario on an existing API server; serve a metadata server per node, a dcgm-exporter per GPU node and Cloud Monitoring.")
+	runCmd := app.Command("run", "Play the scenario on an existing API server; serve a metadata server per node, a dcgm-exporter per GPU node, Cloud Monitoring and the GKE API.")
 	kubeconfig := runCmd.Flag("kubeconfig", "Path to a kubeconfig file (default: in-cluster, then $KUBECONFIG).").String()
 	monitoringAddr := runCmd.Flag("monitoring.listen-address", "Address of the Cloud Monitoring simulator (gRPC).").
 		Default("127.0.0.1:9940").String()
+	gkeAddr := runCmd.Flag("gke.listen-address", "Address of the GKE API simulator (gRPC): the scenario's cluster and node pools.").
+		Default("127.0.0.1:9941").String()
 	metadataPort := runCmd.Flag("metadata.base-port", "Port of the first node's metadata server; the others follow (0: any free ports).").
 		Default("9950").Int()
 	dcgmPort := runCmd.Flag("dcgm.base-port", "Port of the first GPU node's dcgm-exporter (path /metrics); the others follow (0: any free ports).").
@@ -61,7 +65,7 @@ func main() {
 	if err == nil {
 		switch selected {
 		case runCmd.FullCommand():
-			err = run(ctx, logger, sc, *kubeconfig, *monitoringAddr, listenPorts{metadata: *metadataPort, dcgm: *dcgmPort}, *samplePeriod)
+			err = run(ctx, logger, sc, *kubeconfig, *monitoringAddr, *gkeAddr, listenPorts{metadata: *metadataPort, dcgm: *dcgmPort}, *samplePeriod)
 		case demoCmd.FullCommand():
 			err = demo.Run(ctx, demo.Config{
 				Scenario: sc, Exporter: *exporter, PolicyFile: *policy, AlertmanagerFile: *alertmanager,
@@ -79,7 +83,7 @@ func main() {
 type listenPorts struct{ metadata, dcgm int }
 
 // run plays sc on the API server of kubeconfig until ctx ends.
-func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconfig, monitoringAddr string, ports listenPorts,
+func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconfig, monitoringAddr, gkeAddr string, ports listenPorts,
 	samplePeriod time.Duration) error {
 	cfg, err := kube.Config(kubeconfig)
 	if err != nil {
@@ -95,6 +99,13 @@ func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconf
 		return fmt.Errorf("Cloud Monitoring simulator: %w", err)
 	}
 	defer mon.Close()
+	gkeAPI := container.New()
+	clusterName := gkeAPI.SetCluster(sc.Cluster.Project, sc.Cluster.Location, scenarioCluster(sc))
+	gkeAPIAddr, err := gkeAPI.Start(gkeAddr)
+	if err != nil {
+		return fmt.Errorf("GKE API simulator: %w", err)
+	}
+	defer gkeAPI.Close()
 	d, err := driver.New(logger, driver.Options{Client: client, Scenario: sc, Monitoring: mon})
 	if err != nil {
 		return err
@@ -107,6 +118,7 @@ func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconf
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "Cloud Monitoring simulator: %s (--cloudmonitoring.endpoint=%s --cloudmonitoring.insecure --cloudmonitoring.project=%s)\n",
 		addr, addr, sc.Cluster.Project)
+	fmt.Fprintf(tw, "GKE API simulator: %s (--gke.endpoint=%s --gke.insecure --gke.cluster=%s)\n", gkeAPIAddr, gkeAPIAddr, clusterName)
 	fmt.Fprintln(tw, "NODE\tPOOL\tGCE_METADATA_HOST")
 	serve := func(what, node string, port int, s interface {
 		Serve(context.Context, net.Listener) error
@@ -154,4 +166,18 @@ func nthPort(base, i int) int {
 		return 0
 	}
 	return base + i
+}
+
+// scenarioCluster is the scenario's cluster as the GKE API shows it: every node pool at the cluster's version,
+// running, surge-upgraded and auto-upgraded as GKE sets a new pool up.
+func scenarioCluster(sc *driver.Scenario) *containerpb.Cluster {
+	c := &containerpb.Cluster{Name: sc.Cluster.Name, CurrentMasterVersion: sc.Cluster.Version}
+	for _, p := range sc.NodePools {
+		c.NodePools = append(c.NodePools, &containerpb.NodePool{
+			Name: p.Name, Version: sc.Cluster.Version, Status: containerpb.NodePool_RUNNING, InitialNodeCount: int32(p.Nodes),
+			UpgradeSettings: &containerpb.NodePool_UpgradeSettings{MaxSurge: 1},
+			Management:      &containerpb.NodeManagement{AutoUpgrade: true, AutoRepair: true},
+		})
+	}
+	return c
 }

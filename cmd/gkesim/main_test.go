@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	container "cloud.google.com/go/container/apiv1"
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
@@ -43,7 +48,7 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--scenario="+scenario, "run", "--kubeconfig="+api.Kubeconfig,
-		"--monitoring.listen-address=127.0.0.1:0", "--metadata.base-port=0", "--dcgm.base-port=0")
+		"--monitoring.listen-address=127.0.0.1:0", "--gke.listen-address=127.0.0.1:0", "--metadata.base-port=0", "--dcgm.base-port=0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +60,7 @@ func TestRun(t *testing.T) {
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 
 	hosts, dcgm := map[string]string{}, map[string]string{}
+	var gkeAddr string
 	lines := bufio.NewScanner(stdout)
 	for (len(hosts) < 2 || len(dcgm) < 2) && lines.Scan() {
 		f := strings.Fields(lines.Text())
@@ -63,6 +69,9 @@ func TestRun(t *testing.T) {
 			hosts[f[0]] = f[2]
 		case len(f) == 2 && strings.HasPrefix(f[0], "gke-try-gpu-"):
 			dcgm[f[0]] = f[1]
+		}
+		if addr, ok := strings.CutPrefix(lines.Text(), "GKE API simulator: "); ok {
+			gkeAddr, _, _ = strings.Cut(addr, " ")
 		}
 	}
 	if len(hosts) != 2 || len(dcgm) != 2 {
@@ -109,4 +118,19 @@ func TestRun(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The scenario's cluster and node pool, through the real GKE API client.
+	client, err := container.NewClusterManagerClient(ctx, option.WithEndpoint(gkeAddr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	cluster, err := client.GetCluster(ctx, &containerpb.GetClusterRequest{Name: "projects/p/locations/europe-west4/clusters/try"})
+	if err != nil {
+		t.Fatalf("GKE API simulator at %q: %v", gkeAddr, err)
+	}
+	if pools := cluster.GetNodePools(); len(pools) != 1 || pools[0].GetName() != "gpu" || pools[0].GetInitialNodeCount() != 2 {
+		t.Errorf("node pools %v", pools)
+	}
 }

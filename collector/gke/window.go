@@ -1,0 +1,81 @@
+package gke
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/container/apiv1/containerpb"
+	"github.com/teambition/rrule-go"
+)
+
+// dailyWindowLength is the length of a daily maintenance window when the API does not say: GKE's daily windows
+// last four hours.
+const dailyWindowLength = 4 * time.Hour
+
+// nextWindow is the cluster's maintenance window open now or next after now, as [start, end). ok is false without
+// a window (maintenance may then happen at any time) or when the recurrence has no occurrence left.
+func nextWindow(w *containerpb.MaintenanceWindow, now time.Time) (start, end time.Time, ok bool, err error) {
+	var recurrence string
+	var first time.Time
+	var length time.Duration
+	switch p := w.GetPolicy().(type) {
+	case *containerpb.MaintenanceWindow_DailyMaintenanceWindow:
+		at, err := time.Parse("15:04", p.DailyMaintenanceWindow.GetStartTime())
+		if err != nil {
+			return start, end, false, fmt.Errorf("daily maintenance window start %q: want HH:MM", p.DailyMaintenanceWindow.GetStartTime())
+		}
+		length = dailyWindowLength
+		if d, err := time.ParseDuration(strings.ToLower(strings.TrimPrefix(p.DailyMaintenanceWindow.GetDuration(), "PT"))); err == nil && d > 0 {
+			length = d
+		}
+		recurrence = "FREQ=DAILY"
+		first = timeOfDayBefore(now, length, at.Hour(), at.Minute(), 0)
+	case *containerpb.MaintenanceWindow_RecurringWindow:
+		tw := p.RecurringWindow.GetWindow()
+		if tw.GetStartTime() == nil || tw.GetEndTime() == nil {
+			return start, end, false, errors.New("recurring maintenance window without start or end time")
+		}
+		first, length = tw.GetStartTime().AsTime(), tw.GetEndTime().AsTime().Sub(tw.GetStartTime().AsTime())
+		recurrence = p.RecurringWindow.GetRecurrence()
+	case *containerpb.MaintenanceWindow_RecurringMaintenanceWindow:
+		rw := p.RecurringMaintenanceWindow
+		length = rw.GetWindowDuration().AsDuration()
+		tod := rw.GetWindowStartTime()
+		first = timeOfDayBefore(now, length, int(tod.GetHours()), int(tod.GetMinutes()), int(tod.GetSeconds()))
+		if d := rw.GetDelayUntil(); d != nil {
+			// The rule's own start matters for INTERVAL>1 and for weekly or monthly rules without BYDAY.
+			first = time.Date(int(d.GetYear()), time.Month(d.GetMonth()), int(d.GetDay()),
+				int(tod.GetHours()), int(tod.GetMinutes()), int(tod.GetSeconds()), 0, time.UTC)
+		}
+		recurrence = rw.GetRecurrence()
+	default:
+		return start, end, false, nil
+	}
+	if length <= 0 {
+		return start, end, false, fmt.Errorf("maintenance window of length %v", length)
+	}
+	opt, err := rrule.StrToROptionInLocation(strings.TrimPrefix(recurrence, "RRULE:"), time.UTC)
+	if err != nil {
+		return start, end, false, fmt.Errorf("maintenance window recurrence %q: %w", recurrence, err)
+	}
+	opt.Dtstart = first.UTC()
+	rule, err := rrule.NewRRule(*opt)
+	if err != nil {
+		return start, end, false, fmt.Errorf("maintenance window recurrence %q: %w", recurrence, err)
+	}
+	// The first occurrence that has not ended: one started after now minus its length.
+	start = rule.After(now.Add(-length), false)
+	if start.IsZero() {
+		return start, end, false, nil
+	}
+	return start, start.Add(length), true, nil
+}
+
+// timeOfDayBefore is the given UTC time of day on the day a window of the given length open now would have started
+// at the earliest: a rule starting there reaches every occurrence that has not ended.
+func timeOfDayBefore(now time.Time, length time.Duration, hour, minute, second int) time.Time {
+	from := now.Add(-length).UTC().AddDate(0, 0, -1)
+	return time.Date(from.Year(), from.Month(), from.Day(), hour, minute, second, 0, time.UTC)
+}
