@@ -183,6 +183,24 @@ func (p Phase) Active() bool {
 // it), or for a request made by hand the time it was made.
 func IncidentKey(at time.Time) string { return "incident/" + FormatTime(at) }
 
+// GPUIncidentKey identifies a GPU fault: the node's boot and the Xid. Repeats of the alert, a gauge that stays at the
+// Xid after a repair, a restart or a new leader all give the same key for the same boot, and a repair (a new boot)
+// ends the incident.
+func GPUIncidentKey(bootID, xid string) string { return "gpu/" + bootID + "/xid/" + xid }
+
+// ParseGPUIncident reads a GPUIncidentKey; ok is false for any other key.
+func ParseGPUIncident(key string) (bootID, xid string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "gpu/")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndex(rest, "/xid/")
+	if i < 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+len("/xid/"):], true
+}
+
 // FormatTime is the annotations' time format, with fractions of a second.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
