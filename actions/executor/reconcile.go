@@ -15,6 +15,8 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -231,7 +233,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		return 0, nil
 	}
 	if report {
-		key = nodeview.IncidentKey(t.StartsAt)
+		key = incidentOf(t, node)
 		if done, why := e.reported(rec, node.Name, key, t); done {
 			if why != "" {
 				e.book.withdraw(node.Name, t)
@@ -277,14 +279,26 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	if !report {
 		members = e.members(node, req, policy.Scope(cfg, node, pool, all))
 	}
+	var fault *policy.GPUFault
+	var ledger repairs.Ledger
+	if report && t.Xid != "" {
+		fault = &policy.GPUFault{Xid: t.Xid, Incident: key}
+		var err error
+		if ledger, err = e.repairs.read(ctx, e.dryRun()); err != nil {
+			return 0, err
+		}
+	}
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
-		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Now: time.Now()})
+		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Fault: fault, Ledger: ledger, Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
 	e.book.bind(node.Name, t, key)
 	switch d.Verdict {
 	case policy.Refuse:
 		e.book.withdraw(node.Name, t)
 		e.endRequest(ctx, node.Name, t)
+		if d.Hold != "" {
+			return 0, e.hold(ctx, node, fault, d)
+		}
 		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:
@@ -304,6 +318,12 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		}
 		// Budgets and pauses change with nodes and the policy, which decide the alert again; the TTL still ends it.
 		return e.opts.PendingTTL, nil
+	}
+	if fault != nil {
+		// Written ahead of the claim: the repair counts against the guard rails even if the claim is interrupted.
+		if err := e.recordRepair(ctx, node, fault, d); err != nil {
+			return 0, err
+		}
 	}
 	if e.dryRun() {
 		if report {
@@ -327,6 +347,16 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 	log.Info("action accepted")
 	return 0, nil
+}
+
+// incidentOf is the incident a faulty-host report serves: for a GPU fault (the alert's Xid) the node's boot and the
+// Xid, so the alert's repeats, later episodes and a gauge that stays at the Xid are one incident per boot; else the
+// alert's episode.
+func incidentOf(t webhook.Trigger, node *nodeview.View) string {
+	if t.Xid != "" {
+		return nodeview.GPUIncidentKey(node.BootID, t.Xid)
+	}
+	return nodeview.IncidentKey(t.StartsAt)
 }
 
 // disruptedWithReserved is e.disrupted, plus the room that groups claimed half-way reserved (nodeview.Reserved).
