@@ -107,7 +107,7 @@ func trippedBreakers(ctx context.Context, client kubernetes.Interface, lease str
 // writeBreakers is the table header's line on the breakers, when one is tripped.
 func writeBreakers(w io.Writer, breakers []Breaker, now time.Time) {
 	for _, b := range breakers {
-		fmt.Fprintf(w, "Repair circuit breaker TRIPPED: %s since %s (%s ago): GPU-fault repairs held; reset with `repairs reset`\n",
-			b.Scope, b.TrippedAt.UTC().Format(time.RFC3339), relative(now.Sub(b.TrippedAt)))
+		fmt.Fprintf(w, "Repair circuit breaker TRIPPED: %s since %s (%s): GPU-fault repairs held; reset with `repairs reset`\n",
+			b.Scope, b.TrippedAt.UTC().Format(time.RFC3339), relative(b.TrippedAt.Sub(now)))
 	}
 }
