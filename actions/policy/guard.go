@@ -29,7 +29,7 @@ func guardRepair(cfg *config.Config, in Input, d Decision) Decision {
 	p := cfg.MatchPool(node.Labels)
 	r := p.RepairSettings()
 	hold := func(code, format string, args ...any) Decision {
-		return Decision{Verdict: Refuse, Pool: p.Name, Code: code, Hold: code,
+		return Decision{Verdict: Refuse, Pool: p.Name, Hold: code,
 			Reason: "repair held (" + code + "): " + fmt.Sprintf(format, args...)}
 	}
 	if e, ok := ledger.Find(node.Name, f.Incident); ok {
@@ -37,7 +37,7 @@ func guardRepair(cfg *config.Config, in Input, d Decision) Decision {
 			return d
 		}
 		if e.Held != repairs.HoldBreaker {
-			return Decision{Verdict: Refuse, Pool: p.Name, Code: e.Held, Hold: e.Held, Reason: e.Reason}
+			return Decision{Verdict: Refuse, Pool: p.Name, Hold: e.Held, Reason: e.Reason}
 		}
 	}
 	now := in.Now

@@ -167,7 +167,8 @@ func unit(n *nodeview.View) string {
 	return "node/" + n.Name
 }
 
-// Decide is the whole policy. Due work (an alert's drain or perform-maintenance: alerts fire within their lead
+// Decide is the whole policy. A GPU fault's repair (Input.Fault) the budgets let act then passes the repair guard
+// rails (guardRepair). Due work (an alert's drain or perform-maintenance: alerts fire within their lead
 // time; a repair) goes before optional work: where only opportunistic work GKE has not started stands in its way
 // under maxDisruptedNodes or the pool's budget, it waits while that work is given back (Decision.GiveBack), the
 // least urgent first, as little as makes room.
