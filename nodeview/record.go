@@ -165,6 +165,13 @@ func ReadRecord(a map[string]string) Record {
 // Active reports work in progress: claimed and not yet done or failed.
 func (r Record) Active() bool { return r.Phase.Active() }
 
+// FaultDrain reports a drain for a GPU fault (GKENodeGPUFailed on a machine type GKE cannot replace): keyed on
+// the fault's incident, not on a maintenance, it holds the node until the node boots anew.
+func (r Record) FaultDrain() bool {
+	_, _, gpu := ParseGPUIncident(r.Incident)
+	return r.Action == Drain && r.Maintenance == "" && gpu
+}
+
 // HoldsCordon reports a finished record whose cordon of ours is still on the node.
 func (r Record) HoldsCordon() bool {
 	return (r.Phase == Done || r.Phase == Failed) && r.CordonedBy != ""

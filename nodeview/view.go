@@ -243,10 +243,12 @@ func (v *View) HostReported() bool {
 	return v.FaultBehavior != "" || (v.ReportStatus != "" && !v.ReportStatus.Final())
 }
 
-// UnderRepair reports a node whose host is (to be) repaired: a maintenance announced for failed hardware, or a
-// faulty-host report under way (GKE's or this service's). Repair budgets count these.
+// UnderRepair reports a node whose host is (to be) repaired: a maintenance announced for failed hardware, a
+// faulty-host report under way (GKE's or this service's), or a GPU fault's drain holding the node. Repair budgets count these.
 func (v *View) UnderRepair() bool {
-	return v.HardwareFailureAnnounced() || v.HostReported() || (v.Record.Active() && v.Record.Action == ReportFaultyHost)
+	r := v.Record
+	return v.HardwareFailureAnnounced() || v.HostReported() || (r.Active() && r.Action == ReportFaultyHost) ||
+		(r.FaultDrain() && (r.Active() || r.HoldsCordon()))
 }
 
 // Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts
