@@ -261,6 +261,11 @@ func TestLaterGKENoticeIsTheSameIncident(t *testing.T) {
 		{"reported in this boot", []nodeOpt{gpuNode("b1"), failure, record(nodeview.Done, "boot-1")}, "one incident, one repair", Refuse},
 		{"the report failed: GKE's repair is the one left", []nodeOpt{gpuNode("b1"), failure, record(nodeview.Failed, "boot-1")}, "repair of failed hardware", Act},
 		{"reported in an earlier boot: a new fault", []nodeOpt{gpuNode("b1"), failure, record(nodeview.Done, "boot-0")}, "repair of failed hardware", Act},
+		{"the node drained for the fault: GKE's repair goes ahead", []nodeOpt{gpuNode("b1"), failure, func(n *corev1.Node) {
+			n.Annotations[nodeview.AnnotationAction] = string(nodeview.Drain)
+			n.Annotations[nodeview.AnnotationState] = string(nodeview.Done)
+			n.Annotations[nodeview.AnnotationIncident] = nodeview.GPUIncidentKey("boot-1", "79")
+		}}, "repair of failed hardware", Act},
 		{"a failure other than the GPU's", []nodeOpt{gpuNode("b1"), announced("PENDING", "FAILURE_MEMORY"), record(nodeview.Done, "boot-1")}, "repair of failed hardware", Act},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,5 +277,26 @@ func TestLaterGKENoticeIsTheSameIncident(t *testing.T) {
 				t.Errorf("got %s %q, want %s containing %q", d.Verdict, d.Reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// TestGPUFaultDrain: GKENodeGPUFailed's drain (a machine type GKE cannot replace) needs no maintenance pending and is
+// a repair under the guard rails; any other drain still needs one.
+func TestGPUFaultDrain(t *testing.T) {
+	cfg := mustParse(t, guardPolicy)
+	all := views(fleet("g", "a4", 10, both(gpuNode("b1"), func(n *corev1.Node) { n.Labels[gke.LabelInstanceType] = "a3-highgpu-4g" })))
+	pool, cluster := Survey(cfg, all[0], all, (*nodeview.View).Disrupted)
+	in := Input{Request: Request{Action: nodeview.Drain, HardwareFailure: true}, Node: all[0], Members: all[:1], Pool: pool,
+		Cluster: cluster, Fault: &GPUFault{Xid: "79", Incident: "gpu/boot-1/xid/79"}, Now: saturday3am}
+	if d := Decide(cfg, in); d.Verdict != Act || !strings.Contains(d.Reason, "repair of failed hardware") {
+		t.Errorf("GPU fault's drain: %s %q, want a repair", d.Verdict, d.Reason)
+	}
+	in.Ledger = repairs.Ledger{Breakers: map[string]repairs.Breaker{repairs.ScopeCluster: {TrippedAt: saturday3am}}}
+	if d := Decide(cfg, in); d.Verdict != Refuse || d.Hold != repairs.HoldBreaker {
+		t.Errorf("GPU fault's drain behind a tripped breaker: %s %q (hold %q)", d.Verdict, d.Reason, d.Hold)
+	}
+	in.Fault, in.Ledger = nil, repairs.Ledger{}
+	if d := Decide(cfg, in); d.Verdict != Refuse || !strings.Contains(d.Reason, "no maintenance is pending") {
+		t.Errorf("a drain without a GPU fault or a maintenance: %s %q", d.Verdict, d.Reason)
 	}
 }

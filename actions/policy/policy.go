@@ -275,6 +275,9 @@ func decide(cfg *config.Config, in Input) Decision {
 			return refuse("can_reschedule is not true: GKE cannot start this maintenance on request")
 		}
 	case nodeview.Drain:
+		if in.Fault != nil {
+			break // a GPU fault's drain needs no maintenance: the fault is the reason, the node's next boot its end
+		}
 		if !m.Pending() {
 			return refuse("no maintenance is pending on the node (no %s label or announced window): nothing to drain for", gke.LabelScheduledMaintenanceTime)
 		}
@@ -303,8 +306,9 @@ func decide(cfg *config.Config, in Input) Decision {
 		return refuse("node is being deleted")
 	}
 	if in.Request.Action != nodeview.ReportFaultyHost && gke.GPUFailure(m.Reasons) {
+		// A GPU fault's drain is not such a repair: GKE's maintenance is how its host gets repaired.
 		if boot, xid, ok := nodeview.ParseGPUIncident(node.Record.Incident); ok && boot == node.BootID &&
-			(node.Record.Action != nodeview.ReportFaultyHost || node.Record.Phase != nodeview.Failed) {
+			node.Record.Action == nodeview.ReportFaultyHost && node.Record.Phase != nodeview.Failed {
 			return refuse("GKE's notice of a GPU failure (%s) is of the GPU fault already repaired in this boot (Xid %s, reported as faulty): one incident, one repair",
 				strings.Join(m.Reasons, ","), xid)
 		}
