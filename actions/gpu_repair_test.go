@@ -31,6 +31,7 @@ func TestGPUFaultRepairs(t *testing.T) {
 	t.Run("BreakerStaysTrippedAcrossRestartUntilReset", func(t *testing.T) { testGPUBreaker(t, api) })
 	t.Run("MaxPerNodeHandsToAPerson", func(t *testing.T) { testGPUMaxPerNode(t, api) })
 	t.Run("DryRunWritesNothing", func(t *testing.T) { testGPUDryRun(t, api) })
+	t.Run("DrainHoldsTheNodeUntilItBootsAnew", func(t *testing.T) { testGPUFaultDrain(t, api) })
 }
 
 // gpuAlert is the mixin's GKENodeGPUFailed for a node whose machine type GKE can replace.
@@ -364,4 +365,53 @@ func testGPUDryRun(t *testing.T, api *testenv.APIServer) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("dry run wrote the repair ledger: %v", err)
 	}
+}
+
+// testGPUFaultDrain: on a machine type GKE cannot replace, GKENodeGPUFailed asks for a drain: with no maintenance
+// pending, once per incident, the node kept cordoned until it boots anew.
+func testGPUFaultDrain(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	startKubelet(t, api.Client) // the evicted pod goes
+	pool := unique("gpu-drain")
+	node := unique("a3-4g")
+	labels := gpuNodeLabels(pool, "blk-"+pool)
+	labels[gke.LabelInstanceType] = "a3-highgpu-4g"
+	c.node(node, labels)
+	c.boot(node, "boot-1", "79")
+	c.pod("default", unique("train"), node, grace(1))
+	r := startReplica(t, api, guardPolicy(pool, "maxPerHour: 10"), replicaOpts{})
+	r.waitLeading()
+	drainAlert := gpuAlert(node, "79", startsAt)
+	drainAlert.Labels["gke_disruption_action"] = string(nodeview.Drain)
+	delete(drainAlert.Labels, "fault_behavior")
+	mustAccept(t, r, drainAlert)
+	n := c.waitNode(node, "drained", inState(nodeview.Done))
+	if rec := nodeview.Of(n).Record; !n.Spec.Unschedulable || rec.CordonedBy == "" || rec.Incident != nodeview.GPUIncidentKey("boot-1", "79") {
+		t.Errorf("drained node: unschedulable %v, record %+v", n.Spec.Unschedulable, rec)
+	}
+	c.waitEvent(node, "the node stays cordoned until it boots anew")
+
+	// Repeats, a new episode included, are the same incident.
+	drainAlert.StartsAt = startsAt.Add(time.Hour)
+	mustAccept(t, r, drainAlert)
+	time.Sleep(500 * time.Millisecond)
+	if got := c.countEvents(node, "DisruptionDrainStarted"); got != 1 {
+		t.Errorf("drain started %d times, want once: %q", got, c.events(node))
+	}
+	if n := c.get(node); !n.Spec.Unschedulable {
+		t.Fatal("the faulty node was uncordoned before it booted anew")
+	}
+	if got := repairedCount(ledgerOf(t, api, r), node); got != 1 {
+		t.Errorf("ledger has %d repairs of %s, want 1", got, node)
+	}
+
+	// The host repaired (or the node rebooted): a new boot, and the cordon goes.
+	c.boot(node, "boot-2", "")
+	c.waitNode(node, "uncordoned after the new boot", func(n *corev1.Node) error {
+		if n.Spec.Unschedulable || nodeview.Of(n).Record.CordonedBy != "" {
+			return fmt.Errorf("unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+		}
+		return nil
+	})
+	c.waitEvent(node, "DisruptionMaintenanceFinished: the node booted anew (boot boot-2; the GPU fault was of boot boot-1): the fault is gone with that boot; uncordoned (our cordon)")
 }

@@ -222,8 +222,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dropping alert: it was not received again", "ttl", pendingTTL)
 		return 0, nil
 	}
-	// key identifies what the work serves: the maintenance, or for a faulty-host report the incident.
+	// key identifies what the work serves: the maintenance, or for a faulty-host report or a GPU fault's drain the
+	// incident.
 	key, report := m.Key(), t.Action == nodeview.ReportFaultyHost
+	faultDrain := t.Action == nodeview.Drain && t.Xid != ""
+	incident := report || faultDrain
 	if report && a.uid != "" && a.uid != node.UID {
 		// The node was deleted and re-created under its name (a new VM) since the report was asked for; the request
 		// kept on the old node went with it.
@@ -232,7 +235,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("skipping faulty-host report: the node was re-created since it was asked for", "uid", node.UID, "asked_for", a.uid)
 		return 0, nil
 	}
-	if report {
+	if incident {
 		key = incidentOf(t, node)
 		if done, why := e.reported(rec, node.Name, key, t); done {
 			if why != "" {
@@ -274,14 +277,15 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
-	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure, m)
-	members := []*nodeview.View{node} // a report is about one host
-	if !report {
+	// A GPU fault is failed hardware, whatever the alert's reasons.
+	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure || t.Xid != "", m)
+	members := []*nodeview.View{node} // an incident is about one host
+	if !incident {
 		members = e.members(node, req, policy.Scope(cfg, node, pool, all))
 	}
 	var fault *policy.GPUFault
 	var ledger repairs.Ledger
-	if report && t.Xid != "" {
+	if incident && t.Xid != "" {
 		fault = &policy.GPUFault{Xid: t.Xid, Incident: key}
 		var err error
 		if ledger, err = e.repairs.read(ctx, e.dryRun()); err != nil {
@@ -297,7 +301,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		e.book.withdraw(node.Name, t)
 		e.endRequest(ctx, node.Name, t)
 		if d.Hold != "" {
-			return 0, e.hold(ctx, node, fault, d)
+			return 0, e.hold(ctx, node, t.Action, fault, d)
 		}
 		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
@@ -326,7 +330,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		}
 	}
 	if e.dryRun() {
-		if report {
+		if incident {
 			e.book.simulateReport(node.Name, key)
 		} else {
 			e.book.simulate(t.Action, members)
@@ -338,8 +342,8 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dry run: would act")
 		return 0, nil
 	}
-	if report {
-		if err := e.claimReport(ctx, node, t.FaultBehavior, key, d.Reason); err != nil {
+	if incident {
+		if err := e.claimIncident(ctx, node, t.Action, t.FaultBehavior, key, d.Reason); err != nil {
 			return 0, err
 		}
 	} else if err := e.claimGroup(ctx, t.Action, members, d.Reason, false); err != nil {

@@ -155,7 +155,7 @@ func (e *Executor) recordRepair(ctx context.Context, node *nodeview.View, fault 
 
 // hold refuses a GPU-fault repair a guard rail holds: recorded in the ledger, a Warning Event (once per incident
 // and reason), counted as skipped; a person takes it from here (or the breaker's reset).
-func (e *Executor) hold(ctx context.Context, node *nodeview.View, fault *policy.GPUFault, d policy.Decision) error {
+func (e *Executor) hold(ctx context.Context, node *nodeview.View, action nodeview.Action, fault *policy.GPUFault, d policy.Decision) error {
 	if err := e.recordRepair(ctx, node, fault, d); err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (e *Executor) hold(ctx context.Context, node *nodeview.View, fault *policy.
 	if !e.book.noteOnce(noticeRefusal, node.Name, fault.Incident+"|"+d.Reason) {
 		return nil
 	}
-	e.metrics.actions.WithLabelValues(string(nodeview.ReportFaultyHost), resultSkipped).Inc()
+	e.metrics.actions.WithLabelValues(string(action), resultSkipped).Inc()
 	e.event(node.Name, node.UID, corev1.EventTypeWarning, reasonRepairHeld, "%s", d.Reason)
 	e.logger.Warn("GPU-fault repair held", "node", node.Name, "incident", fault.Incident, "hold", d.Hold, "reason", d.Reason)
 	return nil
