@@ -353,7 +353,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	return 0, nil
 }
 
-// incidentOf is the incident a faulty-host report serves: for a GPU fault (the alert's Xid) the node's boot and the
+// incidentOf is the incident a faulty-host report or a GPU fault's drain serves: for a GPU fault (the alert's Xid) the node's boot and the
 // Xid, so the alert's repeats, later episodes and a gauge that stays at the Xid are one incident per boot; else the
 // alert's episode.
 func incidentOf(t webhook.Trigger, node *nodeview.View) string {

@@ -19,8 +19,9 @@ const (
 	reasonHostReplaced = "DisruptionHostReplaced"
 )
 
-// reported tells whether a faulty-host report for incident must not be decided now: the incident is reported
-// already (or would have been, in a dry run), or other work on the node ends first. A non-empty why refuses it.
+// reported tells whether work for incident (a faulty-host report, a GPU fault's drain) must not be decided now: the
+// incident is acted on already (or would have been, in a dry run), or other work on the node ends first. A
+// non-empty why refuses it.
 func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhook.Trigger) (bool, string) {
 	simulated := e.dryRun() && e.book.simulatedIncident(name) != ""
 	switch {
