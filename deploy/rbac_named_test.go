@@ -17,6 +17,10 @@ var namedNeeds = map[string][]namedAccess{
 		{access{"list", "", "configmaps", "", "kube-system"}, "gke-disruption-handling"},
 		{access{"watch", "", "configmaps", "", "kube-system"}, "gke-disruption-handling"},
 	},
+	"gke-disruption-exporter-actions": {
+		{access{"get", "", "configmaps", "", namespace}, "gke-disruption-exporter-actions-repairs"},
+		{access{"update", "", "configmaps", "", namespace}, "gke-disruption-exporter-actions-repairs"},
+	},
 }
 
 type namedAccess struct {

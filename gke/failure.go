@@ -24,3 +24,14 @@ func HardwareFailure(reasons []string) bool {
 	}
 	return false
 }
+
+// GPUFailure reports whether a maintenance's reasons say a GPU failed (FAILURE_GPU, FAILURE_GPU_XID, …): GKE's own
+// notice of a GPU fault, which may come hours after the fault itself.
+func GPUFailure(reasons []string) bool {
+	for _, r := range reasons {
+		if strings.HasPrefix(strings.ToUpper(r), FailureReasonPrefix+"GPU") {
+			return true
+		}
+	}
+	return false
+}

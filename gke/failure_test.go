@@ -32,3 +32,12 @@ func TestHardwareFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestGPUFailure(t *testing.T) {
+	for reasons, want := range map[string]bool{"FAILURE_GPU_XID,FAILURE_GPU": true, "failure_gpu": true,
+		"FAILURE_MEMORY": false, "PLANNED_UPDATE": false, "": false} {
+		if got := GPUFailure(strings.Split(reasons, ",")); got != want {
+			t.Errorf("GPUFailure(%s) = %v, want %v", reasons, got, want)
+		}
+	}
+}

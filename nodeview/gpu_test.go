@@ -117,3 +117,20 @@ func TestGPUFaults(t *testing.T) {
 		})
 	}
 }
+
+func TestShowsXid(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault *XidCritical
+		want  bool
+	}{
+		{"no fault in this boot", nil, false},
+		{"the Xid", &XidCritical{Xids: []uint32{48, 79}}, true},
+		{"another Xid", &XidCritical{Xids: []uint32{48}}, false},
+		{"unreadable Xids: a fault of this boot all the same", &XidCritical{}, true},
+	} {
+		if got := (&View{XidCritical: tc.fault}).ShowsXid("79"); got != tc.want {
+			t.Errorf("%s: ShowsXid = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -165,6 +165,13 @@ func ReadRecord(a map[string]string) Record {
 // Active reports work in progress: claimed and not yet done or failed.
 func (r Record) Active() bool { return r.Phase.Active() }
 
+// FaultDrain reports a drain for a GPU fault (GKENodeGPUFailed on a machine type GKE cannot replace): keyed on
+// the fault's incident, not on a maintenance, it holds the node until the node boots anew.
+func (r Record) FaultDrain() bool {
+	_, _, gpu := ParseGPUIncident(r.Incident)
+	return r.Action == Drain && r.Maintenance == "" && gpu
+}
+
 // HoldsCordon reports a finished record whose cordon of ours is still on the node.
 func (r Record) HoldsCordon() bool {
 	return (r.Phase == Done || r.Phase == Failed) && r.CordonedBy != ""
@@ -182,6 +189,24 @@ func (p Phase) Active() bool {
 // IncidentKey identifies an incident a faulty-host report serves: the alert's startsAt (Alertmanager's repeats keep
 // it), or for a request made by hand the time it was made.
 func IncidentKey(at time.Time) string { return "incident/" + FormatTime(at) }
+
+// GPUIncidentKey identifies a GPU fault: the node's boot and the Xid. Repeats of the alert, a gauge that stays at the
+// Xid after a repair, a restart or a new leader all give the same key for the same boot, and a repair (a new boot)
+// ends the incident.
+func GPUIncidentKey(bootID, xid string) string { return "gpu/" + bootID + "/xid/" + xid }
+
+// ParseGPUIncident reads a GPUIncidentKey; ok is false for any other key.
+func ParseGPUIncident(key string) (bootID, xid string, ok bool) {
+	rest, ok := strings.CutPrefix(key, "gpu/")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndex(rest, "/xid/")
+	if i < 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+len("/xid/"):], true
+}
 
 // FormatTime is the annotations' time format, with fractions of a second.
 func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

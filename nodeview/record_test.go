@@ -62,3 +62,13 @@ func TestReadLegacyMaintenance(t *testing.T) {
 		t.Errorf("maintenance %q", r.Maintenance)
 	}
 }
+
+func TestGPUIncidentKey(t *testing.T) {
+	key := GPUIncidentKey("b1f3-77", "79")
+	if boot, xid, ok := ParseGPUIncident(key); !ok || boot != "b1f3-77" || xid != "79" {
+		t.Errorf("ParseGPUIncident(%q) = %q, %q, %v", key, boot, xid, ok)
+	}
+	if _, _, ok := ParseGPUIncident(IncidentKey(time.Unix(1700000000, 0))); ok {
+		t.Error("an alert episode's incident read as a GPU fault's")
+	}
+}

@@ -5,6 +5,7 @@
 package nodeview
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,8 @@ type View struct {
 	Unschedulable            bool
 	// Ready: the Ready condition is True.
 	Ready bool
+	// BootID is the kubelet's boot ID of the node's VM: it changes with every boot, a host repair's included.
+	BootID string
 	// XidCritical is GKE's GPU device plugin's XidCriticalError condition set in the node's current boot; nil when
 	// there is none, or it was left from another boot (before a repair: stale, it says nothing).
 	XidCritical *XidCritical
@@ -122,6 +125,7 @@ func Of(node *corev1.Node) *View {
 		Block:                       labels[gke.LabelTopologyBlock],
 		Subblock:                    labels[gke.LabelTopologySubblock],
 		KubeletVersion:              node.Status.NodeInfo.KubeletVersion,
+		BootID:                      node.Status.NodeInfo.BootID,
 		Accelerated:                 gke.Accelerated(labels),
 		Spot:                        gke.Spot(labels),
 		MaintenanceState:            gke.MaintenanceState(labels),
@@ -203,6 +207,23 @@ func (v *View) readXidCondition(c corev1.NodeCondition, bootID string) {
 	v.XidCritical = &XidCritical{Xids: xids, Since: c.LastTransitionTime.Time}
 }
 
+// ShowsXid reports whether the node itself shows Xid as a critical GPU fault of its current boot: the device
+// plugin's condition names it, or names nothing readable (a fault of this boot all the same).
+func (v *View) ShowsXid(xid string) bool {
+	if v.XidCritical == nil {
+		return false
+	}
+	if len(v.XidCritical.Xids) == 0 {
+		return true
+	}
+	for _, x := range v.XidCritical.Xids {
+		if strconv.FormatUint(uint64(x), 10) == xid {
+			return true
+		}
+	}
+	return false
+}
+
 // unhealthy is how many devices of resource the node has and cannot allocate: those its device plugin marked
 // unhealthy. Without both counts it is 0, never a guess.
 func unhealthy(status corev1.NodeStatus, resource corev1.ResourceName) int64 {
@@ -237,10 +258,12 @@ func (v *View) HostReported() bool {
 	return v.FaultBehavior != "" || (v.ReportStatus != "" && !v.ReportStatus.Final())
 }
 
-// UnderRepair reports a node whose host is (to be) repaired: a maintenance announced for failed hardware, or a
-// faulty-host report under way (GKE's or this service's). Repair budgets count these.
+// UnderRepair reports a node whose host is (to be) repaired: a maintenance announced for failed hardware, a
+// faulty-host report under way (GKE's or this service's), or a GPU fault's drain holding the node. Repair budgets count these.
 func (v *View) UnderRepair() bool {
-	return v.HardwareFailureAnnounced() || v.HostReported() || (v.Record.Active() && v.Record.Action == ReportFaultyHost)
+	r := v.Record
+	return v.HardwareFailureAnnounced() || v.HostReported() || (r.Active() && r.Action == ReportFaultyHost) ||
+		(r.FaultDrain() && (r.Active() || r.HoldsCordon()))
 }
 
 // Reserved reports the members of groups claimed half-way, not claimed yet: the room their group reserved counts

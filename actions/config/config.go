@@ -53,6 +53,15 @@ type Config struct {
 	AcceleratorResources []string `yaml:"acceleratorResources"`
 	// Silences shapes the Alertmanager silences kept while work runs on a node (with --alertmanager.url).
 	Silences Silences `yaml:"silences"`
+	// Repair holds the cluster-wide guard rails of GPU-fault repairs; each pool's repair section has its own.
+	Repair ClusterRepair `yaml:"repair"`
+}
+
+// ClusterRepair is the cluster-wide circuit breaker of GPU-fault repairs.
+type ClusterRepair struct {
+	// MaxPerHour is how many GPU-fault repairs the whole cluster may start in any hour, a count or a percentage of
+	// its nodes (default 10%, at least 1). The one that would exceed it trips the breaker instead.
+	MaxPerHour IntOrPercent `yaml:"maxPerHour"`
 }
 
 // Silences shapes the silences the leader keeps in Alertmanager for nodes it has work on.
@@ -117,9 +126,37 @@ type Pool struct {
 	Repair *Repair `yaml:"repair"`
 }
 
-// DefaultRepairMaxConcurrent is how many of a pool's nodes may be repaired at once when repair.maxConcurrent is
-// left out.
-const DefaultRepairMaxConcurrent = 1
+// Defaults of a pool's repair section, which also hold for a pool without one.
+const (
+	// DefaultRepairMaxConcurrent is how many of a pool's nodes may be repaired at once.
+	DefaultRepairMaxConcurrent = 1
+	// DefaultRepairMaxPerNode is how many automatic GPU-fault repairs one node may have in RepairNodeWindow.
+	DefaultRepairMaxPerNode = 2
+	// DefaultCorrelationNodes within DefaultCorrelationWindow in one topology block (or pool) hold repairs there.
+	DefaultCorrelationNodes  = 3
+	DefaultCorrelationWindow = 10 * time.Minute
+	// RepairNodeWindow is the span repair.maxPerNode counts over.
+	RepairNodeWindow = 7 * 24 * time.Hour
+)
+
+// DefaultRepairMaxPerHour is a pool's (and the cluster's) circuit breaker when repair.maxPerHour is left out: 10%,
+// at least 1.
+var DefaultRepairMaxPerHour = IntOrPercent{Value: 10, Percent: true}
+
+// DefaultRepair is the repair section of a pool that has none.
+func DefaultRepair() *Repair {
+	return &Repair{MaxConcurrent: DefaultRepairMaxConcurrent, MaxPerHour: DefaultRepairMaxPerHour,
+		MaxPerNode:  DefaultRepairMaxPerNode,
+		Correlation: Correlation{Nodes: DefaultCorrelationNodes, Window: Duration(DefaultCorrelationWindow)}}
+}
+
+// RepairSettings is the pool's repair section, or the defaults when it has none.
+func (p *Pool) RepairSettings() *Repair {
+	if p.Repair != nil {
+		return p.Repair
+	}
+	return DefaultRepair()
+}
 
 // Repair configures the repair of failed hardware in a pool.
 type Repair struct {
@@ -128,6 +165,24 @@ type Repair struct {
 	MaxConcurrent int `yaml:"maxConcurrent"`
 	// Windows are when repairs may start; none means any time (the top-level windows do not hold back repairs).
 	Windows []Window `yaml:"windows"`
+	// The guard rails of GPU-fault repairs (GKENodeGPUFailed, its alerts carry the xid): MaxPerHour is the pool's
+	// circuit breaker, a count or a percentage of its nodes (default 10%, at least 1): the repair that would
+	// exceed it in an hour trips it, and a tripped breaker holds every repair until an operator resets it.
+	MaxPerHour IntOrPercent `yaml:"maxPerHour"`
+	// MaxPerNode is how many automatic repairs one node may have in 7 days (default 2); the next is handed to a
+	// person.
+	MaxPerNode int `yaml:"maxPerNode"`
+	// Correlation holds repairs where faults cluster: a shared cause (power, cooling, a switch) is not a host's.
+	Correlation Correlation `yaml:"correlation"`
+}
+
+// Correlation holds automatic repairs in a topology block (cloud.google.com/gce-topology-block), or in the pool
+// where blocks are unknown, once Nodes of its nodes have had a GPU fault within Window.
+type Correlation struct {
+	// Nodes is how many nodes with a fault make a correlation (default 3, at least 2).
+	Nodes int `yaml:"nodes"`
+	// Window is how close together their faults are (default 10m).
+	Window Duration `yaml:"window"`
 }
 
 // Opportunistic configures opportunistic maintenance for a pool.
@@ -259,12 +314,7 @@ func (c *Config) complete(present map[string]bool) error {
 			}
 		}
 		if r := p.Repair; r != nil {
-			if !present[path+".repair.maxConcurrent"] {
-				r.MaxConcurrent = DefaultRepairMaxConcurrent
-			} else if r.MaxConcurrent < 1 {
-				return fmt.Errorf("%s.repair.maxConcurrent: %d would never repair a node; remove repair to handle failures as planned maintenance", path, r.MaxConcurrent)
-			}
-			if err := completeWindows(r.Windows, path+".repair.windows", present); err != nil {
+			if err := r.complete(path+".repair", present); err != nil {
 				return err
 			}
 		}
@@ -332,7 +382,45 @@ func (c *Config) complete(present map[string]bool) error {
 	if !present["drain.deleteEmptyDirData"] {
 		c.Drain.DeleteEmptyDirData = true
 	}
+	if !present["repair.maxPerHour"] {
+		c.Repair.MaxPerHour = DefaultRepairMaxPerHour
+	} else if c.Repair.MaxPerHour.Value == 0 {
+		return fmt.Errorf("repair.maxPerHour: %s would hold every GPU-fault repair; leave the key out for %s", c.Repair.MaxPerHour, DefaultRepairMaxPerHour)
+	}
 	return c.Silences.complete(present)
+}
+
+// complete fills a pool's repair defaults and checks its values; path is the section's key.
+func (r *Repair) complete(path string, present map[string]bool) error {
+	if !present[path+".maxConcurrent"] {
+		r.MaxConcurrent = DefaultRepairMaxConcurrent
+	} else if r.MaxConcurrent < 1 {
+		return fmt.Errorf("%s.maxConcurrent: %d would never repair a node; remove repair to handle failures as planned maintenance", path, r.MaxConcurrent)
+	}
+	if err := completeWindows(r.Windows, path+".windows", present); err != nil {
+		return err
+	}
+	if !present[path+".maxPerHour"] {
+		r.MaxPerHour = DefaultRepairMaxPerHour
+	} else if r.MaxPerHour.Value == 0 {
+		return fmt.Errorf("%s.maxPerHour: %s would hold every GPU-fault repair; leave the key out for %s", path, r.MaxPerHour, DefaultRepairMaxPerHour)
+	}
+	if !present[path+".maxPerNode"] {
+		r.MaxPerNode = DefaultRepairMaxPerNode
+	} else if r.MaxPerNode < 1 {
+		return fmt.Errorf("%s.maxPerNode: %d would hand every GPU fault to a person; leave the key out for %d", path, r.MaxPerNode, DefaultRepairMaxPerNode)
+	}
+	if !present[path+".correlation.nodes"] {
+		r.Correlation.Nodes = DefaultCorrelationNodes
+	} else if r.Correlation.Nodes < 2 {
+		return fmt.Errorf("%s.correlation.nodes: %d; a correlation takes at least 2 nodes", path, r.Correlation.Nodes)
+	}
+	if !present[path+".correlation.window"] {
+		r.Correlation.Window = Duration(DefaultCorrelationWindow)
+	} else if r.Correlation.Window <= 0 {
+		return fmt.Errorf("%s.correlation.window: must be greater than 0", path)
+	}
+	return nil
 }
 
 func (s *Silences) complete(present map[string]bool) error {

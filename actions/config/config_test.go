@@ -172,6 +172,14 @@ func TestParseErrors(t *testing.T) {
 		{"zero repair budget", "pools: [{name: a, repair: {maxConcurrent: 0}}]\n", []string{"pools[0].repair.maxConcurrent", "never repair"}},
 		{"unknown repair key", "pools: [{name: a, repair: {maxUnavailable: 1}}]\n", []string{"pools[0].repair.maxUnavailable", "unknown key", "maxConcurrent"}},
 		{"repair window without end", "pools: [{name: a, repair: {windows: [{start: \"02:00\"}]}}]\n", []string{"pools[0].repair.windows[0].end", "required"}},
+		{"zero repairs per hour", "pools: [{name: a, repair: {maxPerHour: 0}}]\n", []string{"pools[0].repair.maxPerHour", "hold every"}},
+		{"bad repairs per hour", "pools: [{name: a, repair: {maxPerHour: lots}}]\n", []string{"pools[0].repair.maxPerHour", `"lots"`}},
+		{"zero cluster repairs per hour", "pools: [{name: a}]\nrepair: {maxPerHour: 0%}\n", []string{"repair.maxPerHour", "hold every"}},
+		{"unknown cluster repair key", "pools: [{name: a}]\nrepair: {maxConcurrent: 1}\n", []string{"repair.maxConcurrent", "unknown key"}},
+		{"zero repairs per node", "pools: [{name: a, repair: {maxPerNode: 0}}]\n", []string{"pools[0].repair.maxPerNode", "person"}},
+		{"one-node correlation", "pools: [{name: a, repair: {correlation: {nodes: 1}}}]\n", []string{"pools[0].repair.correlation.nodes", "at least 2"}},
+		{"zero correlation window", "pools: [{name: a, repair: {correlation: {window: 0s}}}]\n", []string{"pools[0].repair.correlation.window", "greater than 0"}},
+		{"unknown correlation key", "pools: [{name: a, repair: {correlation: {block: x}}}]\n", []string{"pools[0].repair.correlation.block", "unknown key"}},
 		{"bad selector key", "pools: [{name: a, nodeSelector: {'bad key': x}}]\n", []string{"pools[0].nodeSelector", "bad key"}},
 		{"bad selector value", "pools: [{name: a, nodeSelector: {k: 'a b'}}]\n", []string{`pools[0].nodeSelector["k"]`, "a b"}},
 		{"selector not a mapping", "pools: [{name: a, nodeSelector: [x]}]\n", []string{"pools[0].nodeSelector", "expected a mapping"}},
@@ -302,5 +310,24 @@ func TestParseRepairDefaults(t *testing.T) {
 	}
 	if c != nil {
 		t.Errorf("pool c without repair: got %+v", c)
+	}
+	want := Repair{MaxConcurrent: 1, MaxPerHour: IntOrPercent{Value: 10, Percent: true}, MaxPerNode: 2,
+		Correlation: Correlation{Nodes: 3, Window: Duration(10 * time.Minute)}}
+	for name, got := range map[string]*Repair{"a": a, "c (none)": cfg.Pools[2].RepairSettings()} {
+		if got.MaxConcurrent != want.MaxConcurrent || got.MaxPerHour != want.MaxPerHour || got.MaxPerNode != want.MaxPerNode ||
+			got.Correlation != want.Correlation {
+			t.Errorf("pool %s repair guard rails %+v, want %+v", name, got, want)
+		}
+	}
+	if cfg.Repair.MaxPerHour != want.MaxPerHour {
+		t.Errorf("cluster-wide repair.maxPerHour %s, want 10%%", cfg.Repair.MaxPerHour)
+	}
+	set, err := Parse([]byte("repair: {maxPerHour: 4}\npools: [{name: a, repair: {maxPerHour: 2, maxPerNode: 1, correlation: {nodes: 5, window: 30m}}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := set.Pools[0].Repair; r.MaxPerHour != (IntOrPercent{Value: 2}) || r.MaxPerNode != 1 || r.Correlation.Nodes != 5 ||
+		r.Correlation.Window != Duration(30*time.Minute) || set.Repair.MaxPerHour != (IntOrPercent{Value: 4}) {
+		t.Errorf("repair guard rails as written: pool %+v, cluster %+v", r, set.Repair)
 	}
 }

@@ -172,7 +172,10 @@ func (e *Executor) drained(ctx context.Context, node *corev1.Node, rec nodeview.
 		return fmt.Errorf("recording drain done: %w", err)
 	}
 	e.succeeded(rec)
-	if rec.CordonedBy != "" {
+	switch {
+	case rec.CordonedBy != "" && rec.FaultDrain():
+		msg += "; the node stays cordoned until it boots anew (its host repaired), the GPU fault gone with its boot"
+	case rec.CordonedBy != "":
 		msg += "; the node stays cordoned until GKE has finished maintenance"
 	}
 	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonDrainSucceeded, "%s", msg)

@@ -91,6 +91,8 @@ type Executor struct {
 
 	// book is what the leader remembers between decisions: live alerts, notices sent, dry-run claims.
 	book *bookkeeping
+	// repairs is the ledger of GPU-fault repairs the guard rails count.
+	repairs *repairLedger
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[string] // nil while not leading
@@ -118,6 +120,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 		drains:   map[string]*drainRun{},
 	}
 	e.opportunistic = &opportunistic{e: e}
+	e.repairs = newRepairLedger(e)
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
 	if err != nil {
@@ -273,6 +276,8 @@ func (e *Executor) Lead(ctx context.Context) error {
 		workers.Add(1)
 		go func() { defer workers.Done(); e.opportunistic.run(ctx, watchCtx) }()
 	}
+	workers.Add(1)
+	go func() { defer workers.Done(); e.watchRepairLedger(ctx) }()
 	for range defaultWorkers {
 		workers.Add(1)
 		go func() {
@@ -293,6 +298,7 @@ func (e *Executor) Lead(ctx context.Context) error {
 	clear(e.owners)
 	e.mu.Unlock()
 	e.book.reset()
+	e.repairs.reset()
 	e.metrics.leader.Set(0)
 	e.logger.Info("stopped leading")
 	return nil

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 		}
 		m.duration.WithLabelValues(string(action))
 	}
-	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.overlaps, m.state} {
+	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.overlaps, m.state, newRepairSeries(e)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

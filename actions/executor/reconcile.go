@@ -15,6 +15,8 @@ import (
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -220,8 +222,11 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dropping alert: it was not received again", "ttl", pendingTTL)
 		return 0, nil
 	}
-	// key identifies what the work serves: the maintenance, or for a faulty-host report the incident.
+	// key identifies what the work serves: the maintenance, or for a faulty-host report or a GPU fault's drain the
+	// incident.
 	key, report := m.Key(), t.Action == nodeview.ReportFaultyHost
+	faultDrain := t.Action == nodeview.Drain && t.Xid != ""
+	incident := report || faultDrain
 	if report && a.uid != "" && a.uid != node.UID {
 		// The node was deleted and re-created under its name (a new VM) since the report was asked for; the request
 		// kept on the old node went with it.
@@ -230,8 +235,8 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("skipping faulty-host report: the node was re-created since it was asked for", "uid", node.UID, "asked_for", a.uid)
 		return 0, nil
 	}
-	if report {
-		key = nodeview.IncidentKey(t.StartsAt)
+	if incident {
+		key = incidentOf(t, node)
 		if done, why := e.reported(rec, node.Name, key, t); done {
 			if why != "" {
 				e.book.withdraw(node.Name, t)
@@ -272,19 +277,32 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	all := e.cachedViews()
 	disrupted := e.disruptedWithReserved(all)
 	pool, cluster := policy.Survey(cfg, node, all, disrupted)
-	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure, m)
-	members := []*nodeview.View{node} // a report is about one host
-	if !report {
+	// A GPU fault is failed hardware, whatever the alert's reasons.
+	req := policy.RequestFor(t.Action, t.CanReschedule, t.HardwareFailure || t.Xid != "", m)
+	members := []*nodeview.View{node} // an incident is about one host
+	if !incident {
 		members = e.members(node, req, policy.Scope(cfg, node, pool, all))
 	}
+	var fault *policy.GPUFault
+	var ledger repairs.Ledger
+	if incident && t.Xid != "" {
+		fault = &policy.GPUFault{Xid: t.Xid, Incident: key}
+		var err error
+		if ledger, err = e.repairs.read(ctx, e.dryRun()); err != nil {
+			return 0, err
+		}
+	}
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
-		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Now: time.Now()})
+		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Fault: fault, Ledger: ledger, Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
 	e.book.bind(node.Name, t, key)
 	switch d.Verdict {
 	case policy.Refuse:
 		e.book.withdraw(node.Name, t)
 		e.endRequest(ctx, node.Name, t)
+		if d.Hold != "" {
+			return 0, e.hold(ctx, node, t.Action, fault, d)
+		}
 		e.refuse(node, key, t.Action, d.Reason)
 		return 0, nil
 	case policy.Wait:
@@ -305,8 +323,14 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		// Budgets and pauses change with nodes and the policy, which decide the alert again; the TTL still ends it.
 		return e.opts.PendingTTL, nil
 	}
+	if fault != nil {
+		// Written ahead of the claim: the repair counts against the guard rails even if the claim is interrupted.
+		if err := e.recordRepair(ctx, node, fault, d); err != nil {
+			return 0, err
+		}
+	}
 	if e.dryRun() {
-		if report {
+		if incident {
 			e.book.simulateReport(node.Name, key)
 		} else {
 			e.book.simulate(t.Action, members)
@@ -318,8 +342,8 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		log.Info("dry run: would act")
 		return 0, nil
 	}
-	if report {
-		if err := e.claimReport(ctx, node, t.FaultBehavior, key, d.Reason); err != nil {
+	if incident {
+		if err := e.claimIncident(ctx, node, t.Action, t.FaultBehavior, key, d.Reason); err != nil {
 			return 0, err
 		}
 	} else if err := e.claimGroup(ctx, t.Action, members, d.Reason, false); err != nil {
@@ -327,6 +351,16 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 	log.Info("action accepted")
 	return 0, nil
+}
+
+// incidentOf is the incident a faulty-host report or a GPU fault's drain serves: for a GPU fault (the alert's Xid) the node's boot and the
+// Xid, so the alert's repeats, later episodes and a gauge that stays at the Xid are one incident per boot; else the
+// alert's episode.
+func incidentOf(t webhook.Trigger, node *nodeview.View) string {
+	if t.Xid != "" {
+		return nodeview.GPUIncidentKey(node.BootID, t.Xid)
+	}
+	return nodeview.IncidentKey(t.StartsAt)
 }
 
 // disruptedWithReserved is e.disrupted, plus the room that groups claimed half-way reserved (nodeview.Reserved).

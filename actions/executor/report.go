@@ -19,8 +19,9 @@ const (
 	reasonHostReplaced = "DisruptionHostReplaced"
 )
 
-// reported tells whether a faulty-host report for incident must not be decided now: the incident is reported
-// already (or would have been, in a dry run), or other work on the node ends first. A non-empty why refuses it.
+// reported tells whether work for incident (a faulty-host report, a GPU fault's drain) must not be decided now: the
+// incident is acted on already (or would have been, in a dry run), or other work on the node ends first. A
+// non-empty why refuses it.
 func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhook.Trigger) (bool, string) {
 	simulated := e.dryRun() && e.book.simulatedIncident(name) != ""
 	switch {
@@ -41,20 +42,25 @@ func (e *Executor) reported(rec nodeview.Record, name, incident string, t webhoo
 	return false, ""
 }
 
-// claimReport claims the node for a faulty-host report of incident. The claim is conditional on the node as read;
-// if it changed, the alert is decided again on the node as it is. Caller holds decideMu.
-func (e *Executor) claimReport(ctx context.Context, node *nodeview.View, behavior gke.FaultBehavior, incident, why string) error {
-	annotations := e.claimAnnotations(nodeview.ReportFaultyHost, "")
+// claimIncident claims the node for work keyed on an incident rather than a maintenance: a faulty-host report of
+// behavior, or a GPU fault's drain. The claim is conditional on the node as read; if it changed, the alert is
+// decided again on the node as it is. Caller holds decideMu.
+func (e *Executor) claimIncident(ctx context.Context, node *nodeview.View, action nodeview.Action, behavior gke.FaultBehavior, incident, why string) error {
+	annotations := e.claimAnnotations(action, "")
 	annotations[nodeview.AnnotationMaintenance] = nil
 	annotations[nodeview.AnnotationIncident] = incident
-	annotations[nodeview.AnnotationFaultBehavior] = string(behavior)
-	annotations[nodeview.AnnotationReportRequest] = nil // the request is the claim's now
+	what := string(action) + " for incident " + incident
+	if action == nodeview.ReportFaultyHost {
+		annotations[nodeview.AnnotationFaultBehavior] = string(behavior)
+		annotations[nodeview.AnnotationReportRequest] = nil // the request is the claim's now
+		what = fmt.Sprintf("%s (%s)", action, behavior)
+	}
 	claimed, err := e.patchNode(ctx, node.Name, nodePatch{resourceVersion: node.ResourceVersion, annotations: annotations})
 	if err != nil {
 		return fmt.Errorf("claiming node: %w", err)
 	}
 	e.book.served(node.Name)
-	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s (%s): %s", nodeview.ReportFaultyHost, behavior, why)
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAccepted, "accepted %s: %s", what, why)
 	if err := e.waitForCache(ctx, claimed.Name, claimed.ResourceVersion); err != nil {
 		e.logger.Warn("the next decision may not count this claim", "err", err)
 	}

@@ -28,8 +28,8 @@ func (e *Executor) keepRequests(ctx context.Context, triggers []webhook.Trigger)
 	ctx, cancel := context.WithTimeout(ctx, requestWriteTimeout)
 	defer cancel()
 	for _, t := range triggers {
-		if t.Action != nodeview.ReportFaultyHost {
-			continue
+		if t.Action != nodeview.ReportFaultyHost || t.Xid != "" {
+			continue // a GPU fault's alert is repeated by Alertmanager, and its incident is the node's, not the request's
 		}
 		// A withdrawal is conditional on the node as read: one that changed meanwhile (a status update, another
 		// controller's label) is read again.

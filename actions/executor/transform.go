@@ -74,9 +74,10 @@ func stripNode(obj any) (any, error) {
 			// The GPU fault as nodeview reads it: the Xids, the boot it was set in, since when.
 			out.Status.Conditions = append(out.Status.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status,
 				Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
-			out.Status.NodeInfo.BootID = node.Status.NodeInfo.BootID
 		}
 	}
+	// The boot a GPU fault's incident is keyed on, for decisions made from the cache.
+	out.Status.NodeInfo.BootID = node.Status.NodeInfo.BootID
 	// The accelerators' counts alone, for the devices marked unhealthy.
 	for _, r := range []corev1.ResourceName{gke.ResourceGPU, gke.ResourceTPU} {
 		c, ok := node.Status.Capacity[r]

@@ -41,6 +41,8 @@ type Observation struct {
 	// FaultBehavior and ReportStatus are the fault-behavior label and GKE's report-and-replace-status.
 	FaultBehavior string
 	ReportStatus  gke.ReportStatus
+	// BootID is the node's boot: a GPU fault's drain ends when it changes.
+	BootID string
 }
 
 // Observe takes the observation from a node's view.
@@ -52,6 +54,7 @@ func Observe(v *nodeview.View) Observation {
 		Ready:            v.Ready,
 		FaultBehavior:    v.FaultBehavior,
 		ReportStatus:     v.ReportStatus,
+		BootID:           v.BootID,
 	}
 }
 
@@ -92,6 +95,9 @@ func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	}
 	if r.Action == nodeview.ReportFaultyHost {
 		return nextReport(r, o)
+	}
+	if r.FaultDrain() {
+		return nextFaultDrain(r, o)
 	}
 	if o.InMaintenance {
 		switch {
@@ -177,10 +183,40 @@ func nextReport(r nodeview.Record, o Observation) (Step, string) {
 	return StepNone, ""
 }
 
+// nextFaultDrain is the lifecycle of a GPU fault's drain. It serves no maintenance: the fault is the reason, and the
+// node's boot is its end (a repair, or any reboot, clears a GPU fault of the boot before):
+//
+//	accepted ──► draining ──► done (+cordon) ──node boots anew──► done (cordon lifted)
+//	   │            └──drain failed──► failed (+cordon) ──node boots anew──► failed (cordon lifted)
+//	   └──(accepted or draining) node boots anew──► done (abandoned, cordon lifted)
+//
+// GKE's maintenance under way holds it (GKE drains and repairs; its FAILURE_GPU* notice is new work of its own,
+// which takes the node over with the cordon).
+func nextFaultDrain(r nodeview.Record, o Observation) (Step, string) {
+	boot, _, _ := nodeview.ParseGPUIncident(r.Incident)
+	if o.BootID != boot {
+		why := fmt.Sprintf("the node booted anew (boot %s; the GPU fault was of boot %s)", orNone(o.BootID), orNone(boot))
+		if r.Active() {
+			return StepAbandon, why + " before the drain finished"
+		}
+		return StepFinish, why + ": the fault is gone with that boot"
+	}
+	switch {
+	case o.InMaintenance && r.Phase == nodeview.Accepted:
+		return StepYield, "GKE started maintenance before this service acted"
+	case r.Phase == nodeview.Accepted:
+		return StepStartDrain, ""
+	case r.Phase == nodeview.Draining:
+		return StepContinueDrain, ""
+	}
+	return StepNone, ""
+}
+
 // KeepCordonOnFailure: a failed drain keeps our cordon while the maintenance it served cannot be moved and is still
-// pending (or under way): pods scheduled there would be killed by it anyway.
+// pending (or under way): pods scheduled there would be killed by it anyway; and a GPU fault's, while the faulty
+// GPU is in the node: pods scheduled there would run on it.
 func KeepCordonOnFailure(r nodeview.Record, o Observation) bool {
-	return r.Action == nodeview.Drain && (o.InMaintenance || o.Maintenance.Serves(r.Maintenance))
+	return r.Action == nodeview.Drain && (o.InMaintenance || o.Maintenance.Serves(r.Maintenance) || r.FaultDrain())
 }
 
 // Serves reports whether the record's work (in progress or finished) is for the maintenance now announced, so an

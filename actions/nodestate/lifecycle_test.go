@@ -284,3 +284,48 @@ func TestNextReport(t *testing.T) {
 		})
 	}
 }
+
+func TestNextFaultDrain(t *testing.T) {
+	incident := nodeview.GPUIncidentKey("boot-1", "79")
+	rec := func(p nodeview.Phase, cordon bool) nodeview.Record {
+		r := nodeview.Record{Action: nodeview.Drain, Phase: p, Incident: incident}
+		if cordon {
+			r.CordonedBy = "us"
+		}
+		return r
+	}
+	sameBoot := Observation{BootID: "boot-1", Ready: true}
+	newBoot := Observation{BootID: "boot-2", Ready: true}
+	gkeWorking := Observation{BootID: "boot-1", InMaintenance: true}
+	for _, tc := range []struct {
+		name   string
+		r      nodeview.Record
+		o      Observation
+		want   Step
+		reason string
+	}{
+		{"accepted: no maintenance needed, the fault is the reason", rec(nodeview.Accepted, false), sameBoot, StepStartDrain, ""},
+		{"draining continues", rec(nodeview.Draining, true), sameBoot, StepContinueDrain, ""},
+		{"drained: the cordon holds the faulty node", rec(nodeview.Done, true), sameBoot, StepNone, ""},
+		{"failed: the cordon holds it too", rec(nodeview.Failed, true), sameBoot, StepNone, ""},
+		{"drained, node booted anew: cordon lifted", rec(nodeview.Done, true), newBoot, StepFinish, "booted anew (boot boot-2; the GPU fault was of boot boot-1)"},
+		{"failed, node booted anew: cordon lifted", rec(nodeview.Failed, true), newBoot, StepFinish, "the fault is gone with that boot"},
+		{"draining, node booted anew: the drain ends", rec(nodeview.Draining, true), newBoot, StepAbandon, "before the drain finished"},
+		{"accepted, GKE started first", rec(nodeview.Accepted, false), gkeWorking, StepYield, "GKE started"},
+		{"draining while GKE works: carries on", rec(nodeview.Draining, true), gkeWorking, StepContinueDrain, ""},
+		{"done without a cordon is final", rec(nodeview.Done, false), newBoot, StepNone, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			step, why := Next(tc.r, tc.o, false)
+			if step != tc.want || !strings.Contains(why, tc.reason) {
+				t.Errorf("Next = %s %q, want %s containing %q", step, why, tc.want, tc.reason)
+			}
+		})
+	}
+	if !KeepCordonOnFailure(rec(nodeview.Draining, true), sameBoot) {
+		t.Error("a failed GPU-fault drain lifts the cordon off the faulty node")
+	}
+	if m := (nodeview.Record{Action: nodeview.Drain, Phase: nodeview.Accepted, Incident: incident, Maintenance: "scheduled/1750000000"}); m.FaultDrain() {
+		t.Error("a drain for a maintenance read as a GPU fault's")
+	}
+}

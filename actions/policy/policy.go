@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -44,6 +45,10 @@ type Decision struct {
 	Pool    string
 	Code    string
 	Reason  string
+	// Hold, on a refusal of a GPU-fault repair by a guard rail, is its code (repairs.HoldCodes); Trip names the
+	// breaker scope the repair tripped. The caller records both in the repair ledger.
+	Hold string
+	Trip string
 	// GiveBack, on a wait of due work, names the nodes of opportunistic work GKE has not started that are to be
 	// given back (work ended, cordon and request lifted) so the due work fits; it is decided again once they are.
 	GiveBack []string
@@ -94,7 +99,11 @@ type Input struct {
 	// Reclaimable are the nodes of this service's opportunistic work that GKE has not started yet, anywhere in the
 	// cluster: due work that waits for room may have them given back.
 	Reclaimable []*nodeview.View
-	Now         time.Time
+	// Fault is the GPU fault a GKENodeGPUFailed alert reports, nil for any other request: its repair is under the
+	// guard rails, counted in Ledger.
+	Fault  *GPUFault
+	Ledger repairs.Ledger
+	Now    time.Time
 }
 
 // Survey splits the cluster's nodes for Decide: the nodes governed by the same pool as node (first match wins) and
@@ -158,12 +167,16 @@ func unit(n *nodeview.View) string {
 	return "node/" + n.Name
 }
 
-// Decide is the whole policy. Due work (an alert's drain or perform-maintenance: alerts fire within their lead
+// Decide is the whole policy. A GPU fault's repair (Input.Fault) the budgets let act then passes the repair guard
+// rails (guardRepair). Due work (an alert's drain or perform-maintenance: alerts fire within their lead
 // time; a repair) goes before optional work: where only opportunistic work GKE has not started stands in its way
 // under maxDisruptedNodes or the pool's budget, it waits while that work is given back (Decision.GiveBack), the
 // least urgent first, as little as makes room.
 func Decide(cfg *config.Config, in Input) Decision {
 	d := decide(cfg, in)
+	if d.Verdict == Act && in.Fault != nil {
+		return guardRepair(cfg, in, d)
+	}
 	if d.Verdict != Wait || (d.Code != WaitClusterCap && d.Code != WaitPoolBudget) ||
 		in.Request.Action == nodeview.OpportunisticMaintenance || len(in.Reclaimable) == 0 {
 		return d
@@ -262,6 +275,9 @@ func decide(cfg *config.Config, in Input) Decision {
 			return refuse("can_reschedule is not true: GKE cannot start this maintenance on request")
 		}
 	case nodeview.Drain:
+		if in.Fault != nil {
+			break // a GPU fault's drain needs no maintenance: the fault is the reason, the node's next boot its end
+		}
 		if !m.Pending() {
 			return refuse("no maintenance is pending on the node (no %s label or announced window): nothing to drain for", gke.LabelScheduledMaintenanceTime)
 		}
@@ -288,6 +304,14 @@ func decide(cfg *config.Config, in Input) Decision {
 	}
 	if node.Deleting {
 		return refuse("node is being deleted")
+	}
+	if in.Request.Action != nodeview.ReportFaultyHost && gke.GPUFailure(m.Reasons) {
+		// A GPU fault's drain is not such a repair: GKE's maintenance is how its host gets repaired.
+		if boot, xid, ok := nodeview.ParseGPUIncident(node.Record.Incident); ok && boot == node.BootID &&
+			node.Record.Action == nodeview.ReportFaultyHost && node.Record.Phase != nodeview.Failed {
+			return refuse("GKE's notice of a GPU failure (%s) is of the GPU fault already repaired in this boot (Xid %s, reported as faulty): one incident, one repair",
+				strings.Join(m.Reasons, ","), xid)
+		}
 	}
 	if node.InMaintenance {
 		return refuse("GKE maintenance is already under way on the node")
@@ -316,7 +340,7 @@ func decide(cfg *config.Config, in Input) Decision {
 		repair = nil
 	} else if repair == nil && in.Request.Action == nodeview.ReportFaultyHost {
 		// A report always replaces a host: without repair settings, the default repair budget, any time.
-		repair = &config.Repair{MaxConcurrent: config.DefaultRepairMaxConcurrent}
+		repair = config.DefaultRepair()
 	}
 	windows := cfg.Windows
 	if repair != nil {

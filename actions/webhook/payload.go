@@ -6,6 +6,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ const (
 	LabelReasons       = "reasons"
 	// LabelFaultBehavior is the fault to report with report-faulty-host (gke.FaultBehavior; default unspecified).
 	LabelFaultBehavior = "fault_behavior"
+	// LabelXid is the GPU fault's Xid on GKENodeGPUFailed: its report-faulty-host or drain is a repair keyed on the
+	// (node, boot ID, Xid) incident, under the repair guard rails.
+	LabelXid = "xid"
 )
 
 // Message is Alertmanager's webhook body: the notification data plus the protocol fields.
@@ -62,6 +66,8 @@ type Trigger struct {
 	HardwareFailure bool
 	// FaultBehavior is what report-faulty-host reports (the alert's fault_behavior label).
 	FaultBehavior gke.FaultBehavior
+	// Xid is the GPU fault the alert reports (its xid label, a decimal number), or "" when it reports none.
+	Xid string
 	// StartsAt identifies the alert episode: Alertmanager repeats keep it, a new occurrence moves it forward.
 	StartsAt    time.Time
 	Fingerprint string
@@ -105,6 +111,14 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 			return skip("%s %q is not a fault behavior (PERFORMANCE, SDC, XID, unspecified)", LabelFaultBehavior, a.Labels[LabelFaultBehavior])
 		}
 	}
+	xid := a.Labels[LabelXid]
+	if xid != "" {
+		n, err := strconv.ParseUint(xid, 10, 32)
+		if err != nil {
+			return skip("%s %q is not an Xid (a decimal number)", LabelXid, xid)
+		}
+		xid = strconv.FormatUint(n, 10) // one spelling per Xid: the incident is keyed on it
+	}
 	node := a.Labels[LabelNode]
 	if node == "" {
 		return skip("no %s label", LabelNode)
@@ -118,6 +132,7 @@ func Classify(a template.Alert) (trigger Trigger, pass bool, res Result) {
 		CanReschedule:   a.Labels[LabelCanReschedule] == "true",
 		HardwareFailure: gke.HardwareFailure(strings.Split(a.Labels[LabelReasons], ",")),
 		FaultBehavior:   behavior,
+		Xid:             xid,
 		StartsAt:        a.StartsAt,
 		Fingerprint:     a.Fingerprint,
 	}

@@ -245,6 +245,8 @@ func TestClassify(t *testing.T) {
 		{"report-faulty-host", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1", "fault_behavior": "XID"}, true, Accepted, ""},
 		{"report-faulty-host unspecified", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1"}, true, Accepted, ""},
 		{"report-faulty-host unknown behavior", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1", "fault_behavior": "ECC"}, false, Skipped, `fault_behavior "ECC" is not a fault behavior`},
+		{"GPU fault with its Xid", "firing", template.KV{"gke_disruption_action": "report-faulty-host", "node": "n1", "fault_behavior": "XID", "xid": "079"}, true, Accepted, ""},
+		{"Xid not a number", "firing", template.KV{"gke_disruption_action": "drain", "node": "n1", "xid": "79a"}, false, Skipped, `xid "79a" is not an Xid`},
 		{"unknown status", "pending", template.KV{"gke_disruption_action": "drain", "node": "n1"}, false, Skipped, `"pending"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,6 +260,9 @@ func TestClassify(t *testing.T) {
 			if want := map[string]gke.FaultBehavior{"XID": gke.FaultXID, "": gke.FaultUnspecified}[tc.labels["fault_behavior"]]; pass &&
 				trigger.Action == nodeview.ReportFaultyHost && trigger.FaultBehavior != want {
 				t.Errorf("fault_behavior read as %q, want %q", trigger.FaultBehavior, want)
+			}
+			if want := map[string]string{"079": "79"}[tc.labels["xid"]]; pass && trigger.Xid != want {
+				t.Errorf("xid read as %q, want %q", trigger.Xid, want)
 			}
 			if pass && trigger.CanReschedule != (tc.labels["can_reschedule"] == "true") {
 				t.Errorf("can_reschedule read as %v", trigger.CanReschedule)

@@ -122,6 +122,27 @@ func TestActionsCommandRefusesBadPolicy(t *testing.T) {
 	}
 }
 
+// TestActionsCommandRefusesBadRepairGuardRails: a bad value of a repair guard rail stops the service at start-up,
+// naming the key.
+func TestActionsCommandRefusesBadRepairGuardRails(t *testing.T) {
+	for policy, key := range map[string]string{
+		"pools: [{name: gpu, repair: {maxPerNode: 0}}]\n":               "pools[0].repair.maxPerNode",
+		"pools: [{name: gpu, repair: {correlation: {nodes: 1}}}]\n":     "pools[0].repair.correlation.nodes",
+		"pools: [{name: gpu, repair: {maxPerHour: often}}]\n":           "pools[0].repair.maxPerHour",
+		"pools: [{name: gpu}]\nrepair: {maxPerHour: 0}\n":               "repair.maxPerHour",
+		"pools: [{name: gpu, repair: {correlation: {window: soon}}}]\n": "pools[0].repair.correlation.window",
+	} {
+		app := kingpin.New(name, "")
+		run := actionsCommand(app)
+		if _, err := app.Parse([]string{"actions", "--config.file=" + writePolicy(t, policy)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := run(context.Background(), promslog.NewNopLogger()); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("policy %q: start-up error %v should name %s", policy, err, key)
+		}
+	}
+}
+
 // readyNodeWithMaintenance creates a Ready node of pool l4-serve with maintenance scheduled.
 func readyNodeWithMaintenance(t *testing.T, api *testenv.APIServer, name string) {
 	t.Helper()

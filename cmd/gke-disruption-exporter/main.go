@@ -40,6 +40,7 @@ func main() {
 		"status":        statusCommand(app),
 		"audit":         auditCommand(app),
 		"report-faulty": reportFaultyCommand(app),
+		"repairs reset": repairsResetCommand(app),
 		"version":       versionCommand(app),
 		"completion":    completionCommand(app),
 	}
@@ -52,7 +53,7 @@ func main() {
 	}
 	logger := promslog.New(logConfig)
 	// Terminal commands print their results, not a log; their failures are one line and an exit code.
-	terminal := selected == "status" || selected == "audit" || selected == "report-faulty" || selected == "version" || selected == "completion"
+	terminal := selected == "status" || selected == "audit" || selected == "report-faulty" || selected == "repairs reset" || selected == "version" || selected == "completion"
 	if !terminal {
 		logger.Info("starting "+name, "command", selected, "version", version.Info(), "build_context", version.BuildContext())
 	}

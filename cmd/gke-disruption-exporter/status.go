@@ -26,6 +26,8 @@ func statusCommand(app *kingpin.Application) runFunc {
 	policyFile := cmd.Flag("config.file", "The actions policy file (YAML) to report budgets against; default: the policy of --actions.deployment.").String()
 	actionsDeployment := cmd.Flag("actions.deployment", "The actions service's Deployment (NAMESPACE/NAME), whose policy ConfigMap gives the budgets.").
 		Default(cli.DefaultActionsDeployment).String()
+	actionsLease := cmd.Flag("actions.lease", "The actions service's Lease (NAMESPACE/NAME), beside which its repair ledger says which repair circuit breakers are tripped.").
+		Default(cli.DefaultActionsLease).String()
 
 	return func(ctx context.Context, _ *slog.Logger) error {
 		if err := cli.CheckOutput(*output, true); err != nil {
@@ -40,7 +42,8 @@ func statusCommand(app *kingpin.Application) runFunc {
 			return cliExit(err)
 		}
 		opts := cli.StatusOptions{Selector: *selector, Pool: *pool, All: *all, Nodes: *nodes, Output: *output,
-			NoHeaders: *noHeaders, Now: time.Now, PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment}
+			NoHeaders: *noHeaders, Now: time.Now, PolicyFile: *policyFile, ActionsDeployment: *actionsDeployment,
+			ActionsLease: *actionsLease}
 		if *watch {
 			return cliExit(cli.Watch(ctx, client, meta, os.Stdout, term.IsTerminal(int(os.Stdout.Fd())), opts))
 		}

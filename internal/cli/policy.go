@@ -44,6 +44,13 @@ func (o StatusOptions) actionsDeployment() string {
 	return o.ActionsDeployment
 }
 
+func (o StatusOptions) actionsLease() string {
+	if o.ActionsLease == "" {
+		return DefaultActionsLease
+	}
+	return o.ActionsLease
+}
+
 // checkDeploymentRef refuses an --actions.deployment that is not namespace/name.
 func checkDeploymentRef(ref string) error {
 	ns, name, ok := strings.Cut(ref, "/")

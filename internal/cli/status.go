@@ -57,6 +57,9 @@ type StatusOptions struct {
 	// ActionsDeployment (namespace/name, default DefaultActionsDeployment).
 	PolicyFile        string
 	ActionsDeployment string
+	// ActionsLease is the actions service's Lease (namespace/name, default DefaultActionsLease), next to which its
+	// repair ledger says which circuit breakers are tripped.
+	ActionsLease string
 	// SyncTimeout bounds the initial read of pods and their owners (default one minute).
 	SyncTimeout time.Duration
 }
@@ -283,6 +286,10 @@ type Snapshot struct {
 	PolicyUnknown string
 	// Stale says, under --watch, since when and why the node watch has failed: the frame shows what was last read.
 	Stale string
+	// Breakers are the tripped circuit breakers of GPU-fault repairs; BreakersUnknown says why they could not be
+	// read.
+	Breakers        []Breaker
+	BreakersUnknown string
 }
 
 // Report is status's JSON output; its field names are stable.
@@ -294,8 +301,11 @@ type Report struct {
 	BudgetsUnknown   string   `json:"budgetsUnknown,omitempty"`
 	WorkloadsUnknown string   `json:"workloadsUnknown,omitempty"`
 	// Stale is set while the API server cannot be watched (--watch): the report is what was last read.
-	Stale string       `json:"stale,omitempty"`
-	Nodes []NodeStatus `json:"nodes"`
+	Stale string `json:"stale,omitempty"`
+	// RepairBreakers are the tripped circuit breakers of GPU-fault repairs (none: omitted).
+	RepairBreakers        []Breaker    `json:"repairBreakers,omitempty"`
+	RepairBreakersUnknown string       `json:"repairBreakersUnknown,omitempty"`
+	Nodes                 []NodeStatus `json:"nodes"`
 }
 
 // Render writes the status of snap in the chosen format.
@@ -332,7 +342,8 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 	}
 	if opts.Output != OutputTable && opts.Output != OutputWide {
 		report := Report{Pools: countPools(statuses), Budgets: budgets, BudgetsUnknown: snap.PolicyUnknown,
-			WorkloadsUnknown: snap.WorkloadsUnknown, Stale: snap.Stale, Nodes: rows}
+			WorkloadsUnknown: snap.WorkloadsUnknown, Stale: snap.Stale, RepairBreakers: snap.Breakers,
+			RepairBreakersUnknown: snap.BreakersUnknown, Nodes: rows}
 		items := make([]any, len(rows))
 		names := make([]runtime.Object, len(rows))
 		for i, r := range rows {
@@ -364,6 +375,10 @@ func Render(w io.Writer, snap Snapshot, opts StatusOptions) error {
 	}
 	if snap.Workloads == nil {
 		fmt.Fprintf(w, "Workloads unknown: %s\n", snap.WorkloadsUnknown)
+	}
+	writeBreakers(w, snap.Breakers, now)
+	if snap.BreakersUnknown != "" {
+		fmt.Fprintf(w, "Repair circuit breakers unknown: %s\n", snap.BreakersUnknown)
 	}
 	fmt.Fprintln(w)
 	if len(rows) == 0 {
@@ -556,7 +571,9 @@ type session struct {
 	policyUnknown    string
 	collector        *workloads.Collector // nil when the pods cannot be read
 	workloadsUnknown string
-	stop             func()
+	// breakers reads the tripped repair circuit breakers, for every frame: a reset shows at once.
+	breakers func() ([]Breaker, string)
+	stop     func()
 }
 
 // start checks the flags, reads the policy and starts the workloads collector. Listing nodes is the first read of
@@ -564,6 +581,9 @@ type session struct {
 // line.
 func start(ctx context.Context, client kubernetes.Interface, meta metadata.Interface, opts StatusOptions) (*session, error) {
 	if _, err := opts.selector(); err != nil {
+		return nil, err
+	}
+	if _, err := ledgerStore(client, opts.actionsLease()); err != nil {
 		return nil, err
 	}
 	var policy *Policy
@@ -578,7 +598,13 @@ func start(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, apiError("listing nodes", err)
 	}
-	s := &session{stop: func() {}, policy: policy}
+	s := &session{stop: func() {}, policy: policy, breakers: func() ([]Breaker, string) {
+		b, err := trippedBreakers(ctx, client, opts.actionsLease())
+		if err != nil {
+			return nil, err.Error()
+		}
+		return b, ""
+	}}
 	if policy == nil {
 		var err error
 		if s.policy, err = discoverPolicy(ctx, client, opts.actionsDeployment()); err != nil {
@@ -609,6 +635,7 @@ func start(ctx context.Context, client kubernetes.Interface, meta metadata.Inter
 
 func (s *session) snapshot(nodes []*corev1.Node) Snapshot {
 	snap := Snapshot{Nodes: nodes, Policy: s.policy, PolicyUnknown: s.policyUnknown, WorkloadsUnknown: s.workloadsUnknown}
+	snap.Breakers, snap.BreakersUnknown = s.breakers()
 	if s.collector != nil {
 		snap.Workloads = s.collector.WorkloadsOn
 	}
