@@ -17,13 +17,16 @@ local nodeRef = 'node {{ $labels.node }}{{ with $labels.node_pool }} (node pool 
     local heldByRequest = promql.outlasting(c, 'gke_node_perform_maintenance_requested{%s}' % c.clusterExporterSelector),
     local alert(name, rule) = utils.alertRule(c, name, rule),
 
-    // The nodes whose announced maintenance names a hardware failure, with its reasons, from the node agent or
-    // GKE's annotation (gke.FailureReasonsRegexp).
+    // The nodes whose announced maintenance names a hardware failure, with its reasons, from the node agent (which
+    // sees the notice first), else GKE's annotation (gke.FailureReasonsRegexp): one reasons value per node, so that
+    // sources that word it differently neither break the join nor change the alert's labels.
     local failure = |||
       max by (%(by)s, reasons) (
-        %(node)s
-        or
         %(agent)s
+      )
+      or on (%(by)s)
+      max by (%(by)s, reasons) (
+        %(node)s
       )
     ||| % {
       by: byNode,

@@ -196,16 +196,32 @@ local upcomingPath = 'instance/upcoming-maintenance';
           alert('GKEDisruptionMetadataPathUnsupported', {
             // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
             // maintenance of the node is drained rather than started at a time of our choosing.
+            // GPU/TPU nodes as the cluster exporter shows them, else as remembered through its gap; only while
+            // the agent is still a target, not for the old pod of a rollout.
             expr: |||
               max by (%(by)s, instance) (%(unsupported)s)
               unless on (%(by)s, instance) %(supported)s == 1
               and on (%(by)s)
+              (
               %(nodes)s
+                or on (%(by)s)
+                (
+                  %(remembered)s{accelerator!=""}
+                  or
+                  %(remembered)s{tpu_accelerator!=""}
+                )
+                unless on (%(cluster)s) %(exporterCurrent)s
+              )
+              and on (%(cluster)s, instance) up{%(agent)s}
             ||| % {
               by: byNode,
+              cluster: c.clusterLabel,
               unsupported: promql.bridged(c, promql.upcomingUnsupported),
               supported: 'gke_disruption_metadata_path_supported{%s, path="%s"}' % [c.nodeAgentSelector, upcomingPath],
-              nodes: promql.acceleratorNodes(c),
+              nodes: utils.indent(promql.acceleratorNodes(c), 4),
+              remembered: promql.nodeInfoLastSeen,
+              exporterCurrent: promql.exporterCurrent(c),
+              agent: c.nodeAgentSelector,
             },
             annotations: {
               summary: 'The metadata server of a GPU/TPU node does not serve upcoming maintenance.',

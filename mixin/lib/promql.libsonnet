@@ -81,11 +81,20 @@ local utils = import 'utils.libsonnet';
         or
         gce_instance_maintenance_event{%(agent)s, event!="NONE"}
         or
-        gce_instance_preempted{%(agent)s} == 1
+        %(preempted)s
+        or
+        %(unsupported)s
         or
         %(start)s
       )
-    ||| % { by: utils.labelList(config, ['node']), cluster: config.clusterExporterSelector, agent: config.nodeAgentSelector, start: $.maintenanceStart },
+    ||| % {
+      by: utils.labelList(config, ['node']),
+      cluster: config.clusterExporterSelector,
+      agent: config.nodeAgentSelector,
+      preempted: $.preempted,
+      unsupported: $.upcomingUnsupported,
+      start: $.maintenanceStart,
+    },
 
   // nodeInfoOf is the gke_node_info labels of the nodes of expr (a per-node expression), one series of value 1
   // per node: the set operation narrows every node's gke_node_info to the few of expr before anything is
