@@ -2,4 +2,5 @@
 (import 'interruptions.libsonnet') +
 (import 'system.libsonnet') +
 (import 'repair.libsonnet') +
-(import 'hosts.libsonnet')
+(import 'hosts.libsonnet') +
+(import 'gpu.libsonnet')

@@ -4,6 +4,9 @@ local utils = import 'utils.libsonnet';
 {
   // The labels gke_node_info gives a node beyond its name: where it runs and what it is.
   nodeInfoLabels:: ['node_pool', 'zone', 'machine_type', 'accelerator', 'tpu_accelerator', 'tpu_topology', 'provisioning'],
+  // Where gke_node_info places a node in its reservation (cloud.google.com/gce-topology-block, -subblock): remembered
+  // with the other labels, and added only by the alerts that group nodes by it.
+  nodeTopologyLabels:: ['block', 'subblock'],
 
   // The labels that tell apart the clusters Cloud Monitoring's interruption counts are about. One exporter can
   // list every cluster of a project, so the cluster label (its own cluster) does not.
@@ -72,6 +75,8 @@ local utils = import 'utils.libsonnet';
         or
         gke_node_gpu_xid_critical{%(cluster)s}
         or
+        %(gpuFault)s
+        or
         gce_instance_upcoming_maintenance_info{%(agent)s}
         or
         gce_instance_maintenance_event{%(agent)s, event!="NONE"}
@@ -80,7 +85,7 @@ local utils = import 'utils.libsonnet';
         or
         %(start)s
       )
-    ||| % { by: utils.labelList(config, ['node']), cluster: config.clusterExporterSelector, agent: config.nodeAgentSelector, start: $.maintenanceStart },
+    ||| % { by: utils.labelList(config, ['node']), cluster: config.clusterExporterSelector, agent: config.nodeAgentSelector, start: $.maintenanceStart, gpuFault: $.gpuFaultSince },
 
   // nodeInfoOf is the gke_node_info labels of the nodes of expr (a per-node expression), one series of value 1
   // per node: the set operation narrows every node's gke_node_info to the few of expr before anything is
@@ -107,17 +112,17 @@ local utils = import 'utils.libsonnet';
       %(recorded)s > time() - %(memory)d
     ||| % {
       by: by,
-      current: $.nodeInfoOf(config, $.nodeSignals(config)),
+      current: $.nodeInfoOf(config, $.nodeSignals(config), $.nodeTopologyLabels),
       recorded: $.nodeInfoLastSeen,
       memory: utils.seconds(config.nodeInfoMemory),
     },
   },
 
-  // withNodeInfo adds the node's pool and accelerator labels to expr, a per-node expression keyed by the cluster
-  // label and node: the labels the cluster exporter shows now, else those remembered through its gap. The node
-  // agent and the cluster exporter are different jobs, so the join is on node, never on instance or job. A node
-  // the cluster exporter neither shows nor remembers keeps its series, without the extra labels.
-  withNodeInfo(config, expr)::
+  // nodeInfoJoin adds the node's pool and accelerator labels (and the topology labels of extra) to expr, a per-node
+  // expression keyed by the cluster label and node: the labels the cluster exporter shows now, else those
+  // remembered through its gap. The node agent and the cluster exporter are different jobs, so the join is on node,
+  // never on instance or job. A node the cluster exporter neither shows nor remembers is left out.
+  nodeInfoJoin(config, expr, extra=[])::
     local on = utils.labelList(config, ['node']);
     |||
       (
@@ -129,17 +134,18 @@ local utils = import 'utils.libsonnet';
           or on (%(on)s)
           group without () (%(remembered)s)
         )
-      or on (%(on)s)
-      (
-      %(expr)s
-      )
     ||| % {
       expr: utils.indent(expr, 2),
       on: on,
-      labels: std.join(', ', $.nodeInfoLabels),
-      info: utils.indent($.nodeInfoOf(config, expr), 4),
+      labels: std.join(', ', $.nodeInfoLabels + extra),
+      info: utils.indent($.nodeInfoOf(config, expr, extra), 4),
       remembered: $.nodeInfoLastSeen,
     },
+
+  // withNodeInfo is nodeInfoJoin, keeping a node the cluster exporter neither shows nor remembers without the
+  // extra labels.
+  withNodeInfo(config, expr, extra=[])::
+    '%sor on (%s)\n(\n%s\n)\n' % [$.nodeInfoJoin(config, expr, extra), utils.labelList(config, ['node']), utils.indent(expr, 2)],
 
   // heldFor is true (the value of expr) where expr, a per-series expression, has had a result at every
   // subqueryStep of the last duration: how long a condition has held, from the data, whatever restarted.
@@ -170,6 +176,9 @@ local utils = import 'utils.libsonnet';
   hardwareFailureAnnounced:: 'node:gke_node_hardware_failure_maintenance:announced',
   // Recorded by the maintenance rules: the start of each node's next maintenance.
   maintenanceStart:: 'node:gke_node_maintenance_start_timestamp_seconds:min',
+  // Recorded by the GPU rules (alerts/gpu.libsonnet): every GPU fault now, one series per node and Xid from
+  // either source, valued with when it was first seen.
+  gpuFaultSince:: 'node_xid:gke_node_gpu_xid:since',
 
   // currentOrRemembered is aggregation over the current values of selectors, else, for the label sets (by)
   // without any, over their remembered values (remembered: through a gap of their source only). sources are
