@@ -62,13 +62,15 @@ local actions = ['repair', 'alert', 'ignore'];
 
   // What dcgm-exporter shows now, else through a gap of its scrape: once it answers again without a fault, the
   // fault is gone.
-  local dcgmRemembered = |||
+  local dcgmRemembered = std.rstripChars(|||
     group by (%(by)s) (
       %(seen)s
       or
-      last_over_time(%(seen)s[%(gap)s]) unless on (%(byNode)s) %(current)s
+      last_over_time(%(seen)s[%(gap)s])
+      unless on (%(byNode)s)
+    %(current)s
     )
-  ||| % { by: byXid, byNode: byNode, seen: dcgmSeen, gap: gap, current: utils.indent(dcgmCurrent, 2) },
+  ||| % { by: byXid, byNode: byNode, seen: dcgmSeen, gap: gap, current: utils.indent(dcgmCurrent, 2) }, '\n'),
 
   // The GPU faults now, one series of value 1 per node and Xid: the device plugin's condition (of the current
   // boot; remembered through a gap of the cluster exporter) and dcgm-exporter's, except the dcgm faults a repair
@@ -123,11 +125,14 @@ local actions = ['repair', 'alert', 'ignore'];
               record: dcgmRepaired,
               expr: |||
                 (
-                  %(repaired)s and on (%(by)s) %(remembered)s
+                  %(repaired)s
+                  and on (%(by)s)
+                %(remembered)s
                 )
                 or on (%(by)s)
                 (
-                  %(remembered)s and on (%(byNode)s) (%(repair)s)
+                %(remembered)s
+                  and on (%(byNode)s) (%(repair)s)
                 )
               ||| % { by: byXid, byNode: byNode, repaired: dcgmRepaired, remembered: utils.indent(dcgmRemembered, 2), repair: repairUnderWay },
             },
@@ -136,7 +141,7 @@ local actions = ['repair', 'alert', 'ignore'];
           {
             // A sample when a fault starts: not seen within signalGapTolerance before. GKENodeGPUErrors counts them.
             record: started,
-            expr: '%s\nunless on (%s) last_over_time(%s[%s])\n' % [faults, byXid, since, gap],
+            expr: '(\n%s\n)\nunless on (%s) last_over_time(%s[%s])\n' % [utils.indent(faults, 2), byXid, since, gap],
           },
           {
             // Every GPU fault now, valued with when it was first seen: the condition's transition time, else the
