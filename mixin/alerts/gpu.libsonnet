@@ -222,18 +222,25 @@ local actions = ['repair', 'alert', 'ignore'];
       promql.outlasting(c, 'gke_node_perform_maintenance_requested{%s}' % selector),
       promql.outlasting(c, 'gke_node_report_and_replace_status{%s, status!="Error"}' % selector),
     ],
-    // The failed nodes GKE can report the host of, by the machine type the cluster exporter shows now, else the
-    // remembered one.
-    local reportable = |||
-      group by (%(by)s) (
-        gke_node_info{%(selector)s, machine_type=~"%(types)s"} and on (%(by)s) %(failed)s
+    // The action for each failed node: report-faulty-host where GKE can report its host (by the machine type the
+    // cluster exporter shows now, else the remembered one), else drain.
+    local actionOf = |||
+      label_replace(
+        label_replace(
+          group by (%(by)s) (
+            gke_node_info{%(selector)s, machine_type=~"%(types)s"} and on (%(by)s) %(failed)s
+          )
+          or on (%(by)s)
+          group by (%(by)s) (
+            %(remembered)s{machine_type=~"%(types)s"} unless on (%(by)s) gke_node_info{%(selector)s}
+          ),
+          "gke_disruption_action", "report-faulty-host", "", ""
+        ),
+        "fault_behavior", "XID", "", ""
       )
       or on (%(by)s)
-      group by (%(by)s) (
-        %(remembered)s{machine_type=~"%(types)s"} unless on (%(by)s) gke_node_info{%(selector)s}
-      )
+      label_replace(group by (%(by)s) (%(failed)s), "gke_disruption_action", "drain", "", "")
     ||| % { by: byNode, selector: selector, types: c.faultyHostReportMachineTypes, failed: failed, remembered: promql.nodeInfoLastSeen },
-    local failedWithInfo = '(\n%s\n)' % utils.indent(promql.withNodeInfo(c, failed, [topology]), 2),
 
     groups+: [
       {
@@ -242,32 +249,17 @@ local actions = ['repair', 'alert', 'ignore'];
           alert('GKENodeGPUFailed', {
             expr: |||
               (
-                label_replace(
-                  label_replace(
               %(failed)s
-                    and on (%(by)s)
-                    (
-              %(reportable)s
-                    ),
-                    "gke_disruption_action", "report-faulty-host", "", ""
-                  ),
-                  "fault_behavior", "XID", "", ""
-                )
-                or
-                label_replace(
-              %(failed)s
-                  unless on (%(by)s)
-                  (
-              %(reportable)s
-                  ),
-                  "gke_disruption_action", "drain", "", ""
-                )
+              )
+              * on (%(by)s) group_left (gke_disruption_action, fault_behavior)
+              (
+              %(action)s
               )
               %(held)s
             ||| % {
-              failed: utils.indent(failedWithInfo, 6),
+              failed: utils.indent(promql.withNodeInfo(c, failed, [topology]), 2),
               by: byNode,
-              reportable: utils.indent(reportable, 8),
+              action: utils.indent(actionOf, 2),
               held: std.join('\n', ['unless on (%s) %s' % [byNode, h] for h in held]),
             },
             annotations: {
