@@ -156,8 +156,8 @@
       '94': 'ignore',  // contained ECC error: only the application on that memory is affected
       '154': 'ignore',  // GPU recovery action changed: a side effect (seen on every GPU after an Xid 79)
     },
-    // An Xid absent from xidActions. NVIDIA adds Xids with every driver; a new one is worth a look by a person,
-    // never an automatic repair.
+    // An Xid absent from xidActions, and xid="unknown" (a device plugin condition whose reason does not read).
+    // NVIDIA adds Xids with every driver; a new one is worth a look by a person, never an automatic repair.
     unknownXidAction: 'alert',
     // GKENodeGPUErrors also fires for a node whose faults (Xids not ignored) started at least this many times within
     // the window: a GPU that keeps faulting is worth a look even when every fault was repaired or cleared.

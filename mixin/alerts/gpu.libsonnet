@@ -75,10 +75,22 @@ local actions = ['repair', 'alert', 'ignore'];
   // The GPU faults now, one series of value 1 per node and Xid: the device plugin's condition (of the current
   // boot; remembered through a gap of the cluster exporter) and dcgm-exporter's, except the dcgm faults a repair
   // of their node outlived (its gauge keeps the last Xid until the exporter restarts).
-  local condition = 'group by (%s) (\n  %s\n)' % [
-    byXid,
-    utils.indent(promql.remembered(c, 'gke_node_gpu_xid_critical{%s}' % selector, 'cluster'), 2),
-  ],
+  local conditionXids = promql.remembered(c, 'gke_node_gpu_xid_critical{%s}' % selector, 'cluster'),
+  local conditionSince = promql.remembered(c, 'gke_node_gpu_xid_critical_since_timestamp_seconds{%s}' % selector, 'cluster'),
+  // A condition whose reason does not read (the collector keeps its time, not its Xids) is a fault of Xid
+  // "unknown", which gets unknownXidAction.
+  local condition = |||
+    group by (%(by)s) (
+    %(xids)s
+      or
+      label_replace(
+    %(since)s
+        unless on (%(byNode)s)
+    %(xidsInner)s,
+        "xid", "unknown", "", ""
+      )
+    )
+  ||| % { by: byXid, byNode: byNode, xids: utils.indent(conditionXids, 2), xidsInner: utils.indent(conditionXids, 4), since: utils.indent(conditionSince, 4) },
   local faults =
     if dcgm.enabled
     then '%s\nor\n(\n%s\n  unless on (%s) %s\n)' % [condition, utils.indent(dcgmRemembered, 2), byXid, dcgmRepaired]
@@ -172,7 +184,7 @@ local actions = ['repair', 'alert', 'ignore'];
               byNode: byNode,
               since: since,
               condition: utils.indent(condition, 2),
-              conditionSince: promql.remembered(c, 'gke_node_gpu_xid_critical_since_timestamp_seconds{%s}' % selector, 'cluster'),
+              conditionSince: conditionSince,
               faults: utils.indent(faults, 4),
             },
           },
