@@ -72,9 +72,7 @@ local actions = ['repair', 'alert', 'ignore'];
     )
   ||| % { by: byXid, byNode: byNode, seen: dcgmSeen, gap: gap, current: utils.indent(dcgmCurrent, 2) }, '\n'),
 
-  // The GPU faults now, one series of value 1 per node and Xid: the device plugin's condition (of the current
-  // boot; remembered through a gap of the cluster exporter) and dcgm-exporter's, except the dcgm faults a repair
-  // of their node outlived (its gauge keeps the last Xid until the exporter restarts).
+  // The device plugin's condition (of the node's current boot), remembered through a gap of the cluster exporter.
   local conditionXids = promql.remembered(c, 'gke_node_gpu_xid_critical{%s}' % selector, 'cluster'),
   local conditionSince = promql.remembered(c, 'gke_node_gpu_xid_critical_since_timestamp_seconds{%s}' % selector, 'cluster'),
   // A condition whose reason does not read (the collector keeps its time, not its Xids) is a fault of Xid
@@ -91,6 +89,8 @@ local actions = ['repair', 'alert', 'ignore'];
       )
     )
   ||| % { by: byXid, byNode: byNode, xids: utils.indent(conditionXids, 2), xidsInner: utils.indent(conditionXids, 4), since: utils.indent(conditionSince, 4) },
+  // The GPU faults now, one series of value 1 per node and Xid: the condition's and dcgm-exporter's, except the
+  // dcgm faults a repair of their node outlived (its gauge keeps the last Xid until the exporter restarts).
   local faults =
     if dcgm.enabled
     then '%s\nor\n(\n%s\n  unless on (%s) %s\n)' % [condition, utils.indent(dcgmRemembered, 2), byXid, dcgmRepaired]
@@ -297,7 +297,7 @@ local actions = ['repair', 'alert', 'ignore'];
             }, [topology]),
             annotations: {
               summary: 'A GPU of a node reports errors a person should look at.',
-              description: '{{ if eq $labels.problem "xid" }}GPU Xid {{ $labels.xid }} on %(node)s%(on)s, first seen {{ $value | humanizeTimestamp }}: decode it (an NVLink error may come from the peer GPU) before repairing anything.{{ else }}%(node)s%(on)s had {{ $value }} GPU faults within %(window)s: its GPUs keep failing.{{ end }}' % {
+              description: '{{ if eq $labels.problem "xid" }}GPU Xid {{ $labels.xid }} on %(node)s%(on)s, first seen {{ $value | humanizeTimestamp }}: decode it (an NVLink error may come from the peer GPU) before repairing anything.{{ else }}The GPUs of %(node)s%(on)s faulted {{ $value }} times within %(window)s: they keep failing, however each fault ended.{{ end }}' % {
                 node: nodeRef,
                 on: on,
                 window: c.gpuErrorsRepeatWindow,
