@@ -35,6 +35,7 @@ local actions = ['repair', 'alert', 'ignore'];
   // Recorded by the rules below.
   local dcgmSeen = 'node_xid:dcgm_xid_errors:seen',
   local dcgmRepaired = 'node_xid:dcgm_xid_errors:repaired',
+  local current = 'node_xid:gke_node_gpu_xid:current',
   local since = promql.gpuFaultSince,
   local started = 'node_xid:gke_node_gpu_xid:started',
   local correlated = 'topology:gke_node_gpu_xid_repair:correlated',
@@ -60,41 +61,24 @@ local actions = ['repair', 'alert', 'ignore'];
   // The nodes whose dcgm-exporter answered its last scrape: it exposes DCGM_FI_DEV_XID_ERRORS for every GPU.
   local dcgmCurrent = dcgmByNode('DCGM_FI_DEV_XID_ERRORS{%s}' % dcgm.selector, []),
 
-  // What dcgm-exporter shows now, else through a gap of its scrape: once it answers again without a fault, the
-  // fault is gone.
-  local dcgmRemembered = std.rstripChars(|||
-    group by (%(by)s) (
-      %(seen)s
-      or
-      last_over_time(%(seen)s[%(gap)s])
-      unless on (%(byNode)s)
-    %(current)s
-    )
-  ||| % { by: byXid, byNode: byNode, seen: dcgmSeen, gap: gap, current: utils.indent(dcgmCurrent, 2) }, '\n'),
-
-  // The device plugin's condition (of the node's current boot), remembered through a gap of the cluster exporter.
-  local conditionXids = promql.remembered(c, 'gke_node_gpu_xid_critical{%s}' % selector, 'cluster'),
-  local conditionSince = promql.remembered(c, 'gke_node_gpu_xid_critical_since_timestamp_seconds{%s}' % selector, 'cluster'),
-  // A condition whose reason does not read (the collector keeps its time, not its Xids) is a fault of Xid
-  // "unknown", which gets unknownXidAction.
-  local condition = |||
-    group by (%(by)s) (
+  // The device plugin's faults (its condition of the node's current boot, remembered through a gap of the cluster
+  // exporter), valued with the condition's transition time, 0 where the collector shows none. A condition whose
+  // reason does not read (the collector keeps its time, not its Xids) is a fault of Xid "unknown", which gets
+  // unknownXidAction.
+  local conditionXids = 'group by (%s) (\n%s\n)' % [byXid, utils.indent(promql.remembered(c, 'gke_node_gpu_xid_critical{%s}' % selector, 'cluster'), 2)],
+  local conditionSince = 'max by (%s) (\n%s\n)' % [byNode, utils.indent(promql.remembered(c, 'gke_node_gpu_xid_critical_since_timestamp_seconds{%s}' % selector, 'cluster'), 2)],
+  local conditionFaults = |||
     %(xids)s
-      or
-      label_replace(
+    * on (%(byNode)s) group_left ()
     %(since)s
-        unless on (%(byNode)s)
-    %(xidsInner)s,
-        "xid", "unknown", "", ""
-      )
+    or on (%(byNode)s)
+    label_replace(
+    %(sinceInner)s,
+      "xid", "unknown", "", ""
     )
-  ||| % { by: byXid, byNode: byNode, xids: utils.indent(conditionXids, 2), xidsInner: utils.indent(conditionXids, 4), since: utils.indent(conditionSince, 4) },
-  // The GPU faults now, one series of value 1 per node and Xid: the condition's and dcgm-exporter's, except the
-  // dcgm faults a repair of their node outlived (its gauge keeps the last Xid until the exporter restarts).
-  local faults =
-    if dcgm.enabled
-    then '%s\nor\n(\n%s\n  unless on (%s) %s\n)' % [condition, utils.indent(dcgmRemembered, 2), byXid, dcgmRepaired]
-    else condition,
+    or on (%(by)s)
+    %(xids)s * 0
+  ||| % { by: byXid, byNode: byNode, xids: conditionXids, since: conditionSince, sinceInner: utils.indent(conditionSince, 2) },
 
   // A repair under way: GKE's maintenance of the node, or its report of the host (before its Error).
   local repairUnderWay = 'gke_node_maintenance_state{%s} or gke_node_report_and_replace_status{%s, status!="Error"}' % [selector, selector],
@@ -103,8 +87,8 @@ local actions = ['repair', 'alert', 'ignore'];
 
   // groupOf labels each node of nodes (per node) with its topology group as the cluster exporter shows it now: the
   // topology label where the node has one (its node pool dropped), else its node pool. Nodes it does not show are
-  // left out; the correlation holds through its gap instead (the node info memory is recorded from these rules'
-  // faults, so it cannot be read here).
+  // left out; the correlation holds through its gap instead (the node info memory is recorded after these rules,
+  // from their faults).
   local groupOf(nodes) = 'label_replace(\n  %s\n  * on (%s) group_left (node_pool, %s)\n%s,\n  "node_pool", "", "%s", ".+"\n)' % [
     nodes,
     byNode,
@@ -114,115 +98,111 @@ local actions = ['repair', 'alert', 'ignore'];
   ],
   local failedNodes(filter) = 'group by (%s) (%s%s)' % [byNode, failed, filter],
 
-  prometheusRules+:: {
-    groups+: [
+  // The GPU fault rules, in order: each reads those before it in the same evaluation, and its own and later ones'
+  // values of the previous cycle. They open the maintenance rules group (rules/rules.libsonnet), whose memory of
+  // the nodes' labels reads the faults in the same evaluation.
+  gpuFaultRules:: (
+    if dcgm.enabled then [
       {
-        // The order matters: each rule reads those before it in the same evaluation, and started compares the
-        // faults now with those since recorded the previous cycles.
-        name: 'gke-disruption-gpu.rules',
-        rules: (
-          if dcgm.enabled then [
-            {
-              // dcgm-exporter's GPU faults now, by node and Xid: the last Xid of each GPU (err_code), the Xids
-              // counted within its window when that metric is on, and a failed row remapping.
-              record: dcgmSeen,
-              expr: 'group by (%s) (\n%s\n)\n' % [byXid, utils.indent(std.join('\nor\n', [
-                'label_replace(\n%s,\n  "xid", "$1", "err_code", "(.+)"\n)' % utils.indent(dcgmByNode('DCGM_FI_DEV_XID_ERRORS{%s, err_code!=""} > 0' % dcgm.selector, ['err_code']), 2),
-                'label_replace(\n%s,\n  "xid", "row_remap_failure", "", ""\n)' % utils.indent(dcgmByNode('DCGM_FI_DEV_ROW_REMAP_FAILURE{%s} == 1' % dcgm.selector, []), 2),
-              ] + (if dcgm.xidErrorsCount then [dcgmByNode('DCGM_EXP_XID_ERRORS_COUNT{%s} > 0' % dcgm.selector, ['xid'])] else [])), 2)],
-            },
-            {
-              // The dcgm faults that outlive a repair of their node, from when the repair is seen until the
-              // exporter stops showing them: a sticky gauge says nothing about the repaired GPU.
-              record: dcgmRepaired,
-              expr: |||
-                (
-                  %(repaired)s
-                  and on (%(by)s)
-                %(remembered)s
-                )
-                or on (%(by)s)
-                (
-                %(remembered)s
-                  and on (%(byNode)s) (%(repair)s)
-                )
-              ||| % { by: byXid, byNode: byNode, repaired: dcgmRepaired, remembered: utils.indent(dcgmRemembered, 2), repair: repairUnderWay },
-            },
-          ] else []
-        ) + [
-          {
-            // A sample when a fault starts: not seen within signalGapTolerance before. GKENodeGPUErrors counts them.
-            record: started,
-            expr: '(\n%s\n)\nunless on (%s) last_over_time(%s[%s])\n' % [utils.indent(faults, 2), byXid, since, gap],
-          },
-          {
-            // Every GPU fault now, valued with when it was first seen: the condition's transition time, else the
-            // first cycle it was recorded in.
-            record: since,
-            expr: |||
-              (
-              %(condition)s
-                * on (%(byNode)s) group_left ()
-                max by (%(byNode)s) (%(conditionSince)s)
-              )
-              or on (%(by)s)
-              (
-                %(since)s
-                and on (%(by)s)
-                (
-              %(faults)s
-                )
-              )
-              or on (%(by)s)
-              (
-                (
-              %(faults)s
-                ) * 0 + time()
-              )
-            ||| % {
-              by: byXid,
-              byNode: byNode,
-              since: since,
-              condition: utils.indent(condition, 2),
-              conditionSince: conditionSince,
-              faults: utils.indent(faults, 4),
-            },
-          },
-          {
-            // The topology groups where several nodes got a fault to repair within the window, valued with their
-            // nodes with such a fault; held from its own previous value while any node of the group has one, and
-            // through a gap of the cluster exporter.
-            record: correlated,
-            expr: |||
-              count by (%(by)s) (
-              %(failed)s
-              )
-              and on (%(by)s)
-              (
-                count by (%(by)s) (
-              %(recent)s
-                ) >= %(nodes)d
-                or on (%(by)s)
-                %(correlated)s
-              )
-              or on (%(by)s)
-              (
-                %(correlated)s unless on (%(cluster)s) %(exporterCurrent)s
-              )
-            ||| % {
-              by: byGroup,
-              cluster: c.clusterLabel,
-              exporterCurrent: promql.exporterCurrent(c),
-              failed: utils.indent(groupOf(failedNodes('')), 2),
-              recent: utils.indent(groupOf(failedNodes(' > time() - %d' % utils.seconds(c.gpuFaultsCorrelation.window))), 4),
-              nodes: c.gpuFaultsCorrelation.nodes,
-              correlated: correlated,
-            },
-          },
-        ],
+        // dcgm-exporter's GPU faults, by node and Xid, valued with when it last showed them: the last Xid of
+        // each GPU (err_code), a failed row remapping and, when that metric is on, the Xids counted within its
+        // window. Remembered through a gap of the node's exporter for signalGapTolerance; once it answers again
+        // without a fault, the fault is gone.
+        record: dcgmSeen,
+        expr: |||
+          group by (%(by)s) (
+          %(sightings)s
+          ) * 0 + time()
+          or on (%(by)s)
+          (
+            %(seen)s
+            unless on (%(byNode)s)
+          %(current)s
+          ) > time() - %(gap)d
+        ||| % {
+          by: byXid,
+          byNode: byNode,
+          seen: dcgmSeen,
+          gap: utils.seconds(gap),
+          current: utils.indent(dcgmCurrent, 2),
+          sightings: utils.indent(std.join('\nor\n', [
+            'label_replace(\n%s,\n  "xid", "$1", "err_code", "(.+)"\n)' % utils.indent(dcgmByNode('DCGM_FI_DEV_XID_ERRORS{%s, err_code!=""} > 0' % dcgm.selector, ['err_code']), 2),
+            'label_replace(\n%s,\n  "xid", "row_remap_failure", "", ""\n)' % utils.indent(dcgmByNode('DCGM_FI_DEV_ROW_REMAP_FAILURE{%s} == 1' % dcgm.selector, []), 2),
+          ] + (if dcgm.xidErrorsCount then [dcgmByNode('DCGM_EXP_XID_ERRORS_COUNT{%s} > 0' % dcgm.selector, ['xid'])] else [])), 2),
+        },
       },
-    ],
-  },
+      {
+        // The dcgm faults that outlive a repair of their node, from when the repair is seen until the
+        // exporter stops showing them: a sticky gauge says nothing about the repaired GPU.
+        record: dcgmRepaired,
+        expr: |||
+          group by (%(by)s) (
+            %(repaired)s and on (%(by)s) %(seen)s
+            or on (%(by)s)
+            %(seen)s and on (%(byNode)s) (%(repair)s)
+          )
+        ||| % { by: byXid, byNode: byNode, repaired: dcgmRepaired, seen: dcgmSeen, repair: repairUnderWay },
+      },
+    ] else []
+  ) + [
+    {
+      // The GPU faults now, one series per node and Xid: the device plugin's, valued with its condition's
+      // transition time, and dcgm-exporter's (valued 0) except those a repair of their node outlived (its
+      // gauge keeps the last Xid until the exporter restarts).
+      record: current,
+      expr: if dcgm.enabled
+      then '%sor on (%s)\ngroup by (%s) (%s unless on (%s) %s) * 0\n' % [conditionFaults, byXid, byXid, dcgmSeen, byXid, dcgmRepaired]
+      else conditionFaults,
+    },
+    {
+      // A sample when a fault starts: not seen within signalGapTolerance before. GKENodeGPUErrors counts them.
+      record: started,
+      expr: '%s unless on (%s) last_over_time(%s[%s])\n' % [current, byXid, since, gap],
+    },
+    {
+      // Every GPU fault now, valued with when it was first seen: the condition's transition time, else the
+      // first cycle it was recorded in.
+      record: since,
+      expr: |||
+        %(current)s > 0
+        or on (%(by)s)
+        %(since)s and on (%(by)s) %(current)s
+        or on (%(by)s)
+        %(current)s * 0 + time()
+      ||| % { by: byXid, since: since, current: current },
+    },
+    {
+      // The topology groups where several nodes got a fault to repair within the window, valued with their
+      // nodes with such a fault; held from its own previous value while any node of the group has one, and
+      // through a gap of the cluster exporter.
+      record: correlated,
+      expr: |||
+        count by (%(by)s) (
+        %(failed)s
+        )
+        and on (%(by)s)
+        (
+          count by (%(by)s) (
+        %(recent)s
+          ) >= %(nodes)d
+          or on (%(by)s)
+          %(correlated)s
+        )
+        or on (%(by)s)
+        (
+          %(correlated)s unless on (%(cluster)s) %(exporterCurrent)s
+        )
+      ||| % {
+        by: byGroup,
+        cluster: c.clusterLabel,
+        exporterCurrent: promql.exporterCurrent(c),
+        failed: utils.indent(groupOf(failedNodes('')), 2),
+        recent: utils.indent(groupOf(failedNodes(' > time() - %d' % utils.seconds(c.gpuFaultsCorrelation.window))), 4),
+        nodes: c.gpuFaultsCorrelation.nodes,
+        correlated: correlated,
+      },
+    },
+  ],
 
   prometheusAlerts+:: {
     local on = utils.clusterRef(c),
