@@ -80,9 +80,10 @@ func TestAlertmanagerExample(t *testing.T) {
 	testenv.PostAlerts(t, amURL, time.Time{},
 		map[string]string{"alertname": "GKENodeMaintenanceWindowApproaching", "gke_disruption_action": "perform-maintenance", "node": "gke-a3-1", "can_reschedule": "true"},
 		map[string]string{"alertname": "GKENodeMaintenanceNotReschedulable", "gke_disruption_action": "drain", "node": "gke-l4-1"},
+		map[string]string{"alertname": "GKENodeGPUFailed", "gke_disruption_action": "report-faulty-host", "fault_behavior": "XID", "xid": "79", "node": "gke-a4-1"},
 	)
 	var got []webhookCall
-	testenv.Eventually(t, 60*time.Second, "Alertmanager posting both automation alerts to the webhook", func() error {
+	testenv.Eventually(t, 60*time.Second, "Alertmanager posting the automation alerts to the webhook", func() error {
 		mu.Lock()
 		got = slices.Clone(calls)
 		mu.Unlock()
@@ -90,7 +91,7 @@ func TestAlertmanagerExample(t *testing.T) {
 		for _, c := range got {
 			n += len(c.alerts)
 		}
-		if n < 2 {
+		if n < 3 {
 			return fmt.Errorf("%d alerts received", n)
 		}
 		return nil
@@ -112,7 +113,7 @@ func TestAlertmanagerExample(t *testing.T) {
 		}
 	}
 	slices.Sort(actions)
-	if want := []string{"drain gke-l4-1", "perform-maintenance gke-a3-1"}; !slices.Equal(actions, want) {
+	if want := []string{"drain gke-l4-1", "perform-maintenance gke-a3-1", "report-faulty-host gke-a4-1"}; !slices.Equal(actions, want) {
 		t.Errorf("webhook received %v, want %v", actions, want)
 	}
 }
@@ -165,6 +166,46 @@ func TestAlertmanagerInhibitRules(t *testing.T) {
 			testenv.PostAlerts(t, amURL, time.Now().Add(-time.Second), maintained)
 			testenv.PostAlerts(t, amURL, time.Time{}, notReady)
 			waitInhibited(t, amURL, notReady, false)
+		})
+	}
+}
+
+// TestAlertmanagerGPUCorrelationInhibits loads both example configurations into the real Alertmanager: while
+// GKEGPUFaultsCorrelated fires for a topology block, or for a node pool without blocks, GKENodeGPUFailed of that
+// block or pool in that cluster is inhibited, and of no other.
+func TestAlertmanagerGPUCorrelationInhibits(t *testing.T) {
+	for name, file := range map[string]string{
+		"production": "examples/alertmanager.yml",
+		"demo":       filepath.Join(testenv.RepoRoot(), "examples", "alertmanager.yml"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			example, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			amURL := testenv.StartAlertmanager(t, string(example))
+			failed := func(cluster, node, pool, block string) map[string]string {
+				a := map[string]string{"alertname": "GKENodeGPUFailed", "severity": "critical", "gke_disruption_action": "drain",
+					"xid": "79", "cluster": cluster, "node": node, "node_pool": pool}
+				if block != "" {
+					a["block"] = block
+				}
+				return a
+			}
+			inBlock := failed("prod-a", "gke-a4-1", "a4-pool", "blk-1")
+			otherBlock := failed("prod-a", "gke-a4-2", "a4-pool", "blk-2")
+			otherCluster := failed("prod-b", "gke-a4-3", "a4-pool", "blk-1")
+			inPool := failed("prod-a", "gke-a2-1", "a2-pool", "")
+			blockInPool := failed("prod-a", "gke-a2-2", "a2-pool", "blk-9")
+			testenv.PostAlerts(t, amURL, time.Time{},
+				map[string]string{"alertname": "GKEGPUFaultsCorrelated", "severity": "critical", "cluster": "prod-a", "block": "blk-1"},
+				map[string]string{"alertname": "GKEGPUFaultsCorrelated", "severity": "critical", "cluster": "prod-a", "node_pool": "a2-pool"},
+				inBlock, otherBlock, otherCluster, inPool, blockInPool)
+			waitInhibited(t, amURL, inBlock, true)
+			waitInhibited(t, amURL, inPool, true)
+			for _, a := range []map[string]string{otherBlock, otherCluster, blockInPool} {
+				waitInhibited(t, amURL, a, false)
+			}
 		})
 	}
 }

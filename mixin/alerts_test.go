@@ -24,7 +24,11 @@ var contractAlerts = map[string]struct{ severity, action string }{
 	"GKENodeHardwareFailureMaintenance": {"critical", ""},
 	"GKEHostRepeatedFailures":           {"warning", ""},
 	// GKE's Error for a faulty-host report (report-faulty-host).
-	"GKENodeReportFaultyHostFailed":   {"warning", ""},
+	"GKENodeReportFaultyHostFailed": {"warning", ""},
+	// The action is the failed node's: report-faulty-host or drain, set by the expression.
+	"GKENodeGPUFailed":                {"critical", ""},
+	"GKENodeGPUErrors":                {"warning", ""},
+	"GKEGPUFaultsCorrelated":          {"critical", ""},
 	"GKENodePoolInterruptionsHigh":    {"warning", ""},
 	"GKEDisruptionExporterDown":       {"warning", ""},
 	"GKEDisruptionCollectorFailing":   {"warning", ""},

@@ -133,6 +133,61 @@
     actionsWaitingThreshold: '24h',
     actionsNoLeaderFor: '15m',
 
+    // GPU faults. What each GPU Xid asks for, from the immediate action of NVIDIA's Xid catalog: 'repair' fires
+    // GKENodeGPUFailed (the automation reports the host, or drains the node), 'alert' fires GKENodeGPUErrors (a
+    // person decodes it), 'ignore' records it and nothing more. Keys are Xids, plus row_remap_failure for dcgm-exporter's
+    // DCGM_FI_DEV_ROW_REMAP_FAILURE == 1. Override single entries: xidActions+: { '31': 'alert' }.
+    xidActions: {
+      '48': 'repair',  // double-bit ECC error: the memory is uncorrectable; reset the GPU, then have the host checked
+      '64': 'repair',  // ECC page retirement or row remapping could not be recorded: the GPU cannot heal its memory
+      '79': 'repair',  // GPU has fallen off the bus: nothing reaches it until the host is serviced
+      '95': 'repair',  // uncontained ECC error: every application on the GPU is affected; reset needed
+      '119': 'repair',  // GSP RPC timeout: the GPU's firmware stopped answering
+      '120': 'repair',  // GSP error: the firmware failed
+      '123': 'repair',  // a firmware (SPI PMU) RPC of the GPU failed: only a reset recovers it
+      '136': 'repair',  // an error NVIDIA's catalog clears only by resetting the GPU
+      '140': 'repair',  // unrecovered ECC error: the memory is uncorrectable
+      '143': 'repair',  // GPU initialization failure: the GPU does not come up
+      row_remap_failure: 'repair',  // a memory row could not be remapped: the GPU keeps faulty memory in use
+      '74': 'alert',  // NVLink error: decode it; it may come from the peer GPU
+      '144': 'alert',  // NVLink SAW error: decode it; it may come from the peer GPU
+      '145': 'alert',  // NVLink RLW error: decode it; it may come from the peer GPU
+      '146': 'alert',  // NVLink TLW error: decode it; it may come from the peer GPU
+      '147': 'alert',  // NVLink TREX error: decode it; it may come from the peer GPU
+      '148': 'alert',  // NVLink NVLPW_CTRL error: decode it; it may come from the peer GPU
+      '149': 'alert',  // NVLink NETIR error: decode it; it may come from the peer GPU
+      '150': 'alert',  // NVLink MSE error: decode it; it may come from the peer GPU
+      '13': 'ignore',  // graphics engine exception: an application fault
+      '31': 'ignore',  // GPU memory page fault: an application's illegal address
+      '43': 'ignore',  // GPU stopped processing: the application was stopped, the GPU is fine
+      '45': 'ignore',  // preemptive cleanup: a side effect of another fault or of stopping an application
+      '63': 'ignore',  // ECC page retirement or row remapping recorded: the GPU healed itself
+      '92': 'ignore',  // high single-bit ECC error rate: every error was corrected
+      '94': 'ignore',  // contained ECC error: only the application on that memory is affected
+      '154': 'ignore',  // GPU recovery action changed: a side effect (seen on every GPU after an Xid 79)
+    },
+    // An Xid absent from xidActions, and xid="unknown" (a device plugin condition whose reason does not read).
+    // NVIDIA adds Xids with every driver; a new one is worth a look by a person, never an automatic repair.
+    unknownXidAction: 'alert',
+    // GKENodeGPUErrors also fires for a node whose faults (Xids not ignored) started at least this many times within
+    // the window: a GPU that keeps faulting is worth a look even when every fault was repaired or cleared.
+    gpuErrorsRepeatThreshold: 3,
+    gpuErrorsRepeatWindow: '24h',
+    // GKENodeGPUFailed asks for report-faulty-host (fault_behavior="XID") on the machine types GKE can report a host
+    // of (gke.FaultReportSupported: A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High with 8 GPUs), else for drain.
+    faultyHostReportMachineTypes: 'a4x-maxgpu-.*|a4x-highgpu-4g|a4-highgpu-8g|a3-ultragpu-8g|a3-megagpu-8g|a3-highgpu-8g',
+    // GKEGPUFaultsCorrelated: at least `nodes` nodes of one topology group with a fault to repair that started within
+    // `window`: a shared cause (power, cooling, fabric) that repairing node by node would not fix. The group is the
+    // node's gke_node_info label `topologyLabel` (block, from cloud.google.com/gce-topology-block, or subblock), else
+    // its node pool. It holds while any node of the group still has such a fault.
+    gpuFaultsCorrelation: { nodes: 3, window: '10m', topologyLabel: 'block' },
+    // NVIDIA's dcgm-exporter as a second source of GPU faults, where you run it: DCGM_FI_DEV_XID_ERRORS (the last Xid
+    // per GPU, with err_code), DCGM_FI_DEV_ROW_REMAP_FAILURE and, with xidErrorsCount, DCGM_EXP_XID_ERRORS_COUNT (a
+    // windowed count per xid). The node is its Hostname or hostname label. selector picks its job. Managed Service
+    // for Prometheus: a namespaced Rules resource sees only its own namespace, so read dcgm-exporter from
+    // ClusterRules or GlobalRules.
+    dcgm: { enabled: false, selector: 'job=~".*dcgm-exporter"', xidErrorsCount: false },
+
     // Every alert's severity and `for` ('0s' fires at once). `for` counts over bridged signals (see
     // signalGapTolerance), so a gap does not restart it.
     alerts: {
@@ -166,6 +221,10 @@
       // The threshold itself is upgradeStuckThreshold; the `for` rides out a missed poll of the GKE API.
       GKENodePoolUpgradeStuck: { severity: 'warning', 'for': '15m' },
       GKENodeTerminationApproaching: { severity: 'warning', 'for': '0s' },
+      // A GPU fault is acted on within an evaluation: the GPU is broken already.
+      GKENodeGPUFailed: { severity: 'critical', 'for': '0s' },
+      GKENodeGPUErrors: { severity: 'warning', 'for': '0s' },
+      GKEGPUFaultsCorrelated: { severity: 'critical', 'for': '0s' },
     },
 
     // Where each alert's runbook_url points; %s is the alert name in lower case (the section's anchor). Change it

@@ -43,6 +43,12 @@ func TestConfigOverrides(t *testing.T) {
 			actionsCordonedThreshold: '2h',
 			alerts+: { GKEDisruptionWatchFailing+: { severity: 'critical', 'for': '10m' } },
 			runbookURLPattern: 'https://runbooks.example/%s',
+			xidActions+: { '31': 'repair' },
+			faultyHostReportMachineTypes: 'a3-highgpu-8g',
+			gpuErrorsRepeatThreshold: 7,
+			gpuErrorsRepeatWindow: '12h',
+			gpuFaultsCorrelation: { nodes: 5, window: '30m', topologyLabel: 'subblock' },
+			dcgm+: { enabled: true, selector: 'job="dcgm-x"', xidErrorsCount: true },
 		} };
 		{ groups: mixin.prometheusRules.groups + mixin.prometheusAlerts.groups }`)
 	type rule struct {
@@ -99,6 +105,11 @@ func TestConfigOverrides(t *testing.T) {
 		"GKEDisruptionActionsStalled":                           "[2h:1m]) >= 120",
 		"node:gke_node_maintenance_start_timestamp_seconds:min": "[20m]",
 		"node:gke_node_maintenance_can_reschedule:info":         "[3h]",
+		"GKENodeGPUFailed":                                      `machine_type=~"a3-highgpu-8g"`,
+		"GKENodeGPUErrors":                                      "[12h])) >= 7",
+		"topology:gke_node_gpu_xid_repair:correlated":           "time() - 1800)",
+		"GKEGPUFaultsCorrelated":                                "topology:gke_node_gpu_xid_repair:correlated",
+		"node_xid:dcgm_xid_errors:seen":                         `DCGM_EXP_XID_ERRORS_COUNT{job="dcgm-x"}`,
 	} {
 		if !strings.Contains(rules[name].Expr, want) {
 			t.Errorf("%s does not contain %q:\n%s", name, want, rules[name].Expr)
@@ -106,6 +117,12 @@ func TestConfigOverrides(t *testing.T) {
 	}
 	if strings.Contains(rules["GKEDisruptionExporterDown"].Expr, `absent(up{job="actions-x"})`) {
 		t.Error("GKEDisruptionExporterDown still requires the actions job")
+	}
+	if expr := rules["GKENodeGPUFailed"].Expr; !strings.Contains(expr, `xid=~"119|120|123|136|140|143|31|48|`) {
+		t.Errorf("GKENodeGPUFailed does not repair Xid 31 as configured:\n%s", expr)
+	}
+	if expr := rules["topology:gke_node_gpu_xid_repair:correlated"].Expr; !strings.Contains(expr, ">= 5") || !strings.Contains(expr, "count by (k8s_cluster, subblock, node_pool)") {
+		t.Errorf("the correlation does not count 5 nodes by subblock:\n%s", expr)
 	}
 	if got := rules["GKENodeMaintenanceStuck"].For; got != "3h" {
 		t.Errorf("GKENodeMaintenanceStuck waits %s, want 3h", got)
@@ -126,6 +143,22 @@ func TestInterruptionsWindowMustBeRecorded(t *testing.T) {
 		`((import 'mixin.libsonnet') + { _config+:: { interruptionsWindow: '2h' } }).prometheusAlerts`)
 	if err == nil || !strings.Contains(err.Error(), "interruptionsWindow must be one of interruptionsWindows (1d, 1h, 7d)") {
 		t.Errorf("an unrecorded window gave %v, want an error naming interruptionsWindow", err)
+	}
+}
+
+// A value of xidActions (or unknownXidAction) that is no action, or a correlation by a label gke_node_info lacks,
+// stops the rendering with the setting's name.
+func TestGPUSettingsMustBeKnown(t *testing.T) {
+	for override, want := range map[string]string{
+		`xidActions+: { '79': 'reboot' }`:                  "every entry of xidActions is one of repair, alert, ignore",
+		`unknownXidAction: 'page'`:                         "unknownXidAction is one of repair, alert, ignore",
+		`gpuFaultsCorrelation+: { topologyLabel: 'rack' }`: "gpuFaultsCorrelation.topologyLabel is one of block, subblock",
+	} {
+		_, err := newVM().EvaluateAnonymousSnippet("test.jsonnet",
+			`((import 'mixin.libsonnet') + { _config+:: { `+override+` } }).prometheusAlerts`)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s gave %v, want an error saying %q", override, err, want)
+		}
 	}
 }
 

@@ -20,6 +20,8 @@ load 1m
   gke_node_info{job="gke-disruption-exporter-cluster", instance="c:9842", node="l4-1", node_pool="l4", zone="z", machine_type="g2-standard-8", accelerator="l4", provisioning="spot"} 1x40
   node:gke_node_maintenance_start_timestamp_seconds:min{node="a3-1", node_pool="a3", zone="z", machine_type="a3-highgpu-8g", accelerator="h100", provisioning="standard"} 36000x40
   node:gke_node_maintenance_can_reschedule:info{node="a3-1", can_reschedule="true"} 1x40
+  node_xid:gke_node_gpu_xid:since{node="a3-1", xid="79"} 600x40
+  topology:gke_node_gpu_xid_repair:correlated{block="b1"} 3x40
   node_pool:gke_node_maintenance_scheduled:count_next24h{node_pool="a3"} 1x40
   node_pool:gke_node_maintenance_scheduled:count_next7d{node_pool="a3"} 1x40
   node_pool:gke_nodes_in_maintenance:count{node_pool="a3"} 1x40
@@ -105,9 +107,11 @@ func TestDashboardQueriesEvaluate(t *testing.T) {
 		// Both workloads have their earliest maintenance at a3-1's window start.
 		"gke-disruption-fleet.json: Upcoming maintenance (F)":           {"a3-1": 2},
 		"gke-disruption-fleet.json: Capacity at risk, by node pool (A)": {"a3": 0.5},
-		"gke-disruption-actions.json: Follower 503s (A)":                {"": 30},
-		"gke-disruption-actions.json: Webhook errors (A)":               {"": 0},
-		"gke-disruption-actions.json: Leaders (A)":                      {"": 1},
+		// The fault of a node of the selected pools, joined with gke_node_info to filter by pool.
+		"gke-disruption-fleet.json: GPU faults now (A)":   {"a3-1": 600e3},
+		"gke-disruption-actions.json: Follower 503s (A)":  {"": 30},
+		"gke-disruption-actions.json: Webhook errors (A)": {"": 0},
+		"gke-disruption-actions.json: Leaders (A)":        {"": 1},
 	} {
 		got := map[string]float64{}
 		for _, s := range results[where] {

@@ -3,4 +3,5 @@
 (import 'system.libsonnet') +
 (import 'repair.libsonnet') +
 (import 'hosts.libsonnet') +
-(import 'upgrades.libsonnet')
+(import 'upgrades.libsonnet') +
+(import 'gpu.libsonnet')

@@ -103,6 +103,40 @@ local common = import 'common.libsonnet';
             ),
           ],
         },
+        g.row('GPU faults'),
+        {
+          height: 8,
+          widths: [14, 10],
+          panels: [
+            g.table(
+              'GPU faults now',
+              'GPU faults of the selected pools, by node and Xid, from the GPU device plugin or dcgm-exporter, earliest first; xidActions decides which repair (GKENodeGPUFailed), warn (GKENodeGPUErrors) or nothing.',
+              [g.target('1000 * (%s{%s} and on (%s) %s)' % [promql.gpuFaultSince, cluster, utils.labelList(c, ['node']), nodes], instant=true)],
+              [
+                [c.clusterLabel, 'Cluster'],
+                ['node', 'Node'],
+                ['xid', 'Xid'],
+                ['Value', 'First seen'],
+              ],
+              units={ Value: 'dateTimeAsIso' },
+              sortBy='Value',
+            ),
+            g.table(
+              'Correlated GPU faults',
+              'Topology groups (%s, else node pool) where %d or more nodes got a GPU fault to repair within %s (GKEGPUFaultsCorrelated): automatic repairs are held there.' % [c.gpuFaultsCorrelation.topologyLabel, c.gpuFaultsCorrelation.nodes, c.gpuFaultsCorrelation.window],
+              [g.target('topology:gke_node_gpu_xid_repair:correlated{%s}' % cluster, instant=true)],
+              [
+                [c.clusterLabel, 'Cluster'],
+                [c.gpuFaultsCorrelation.topologyLabel, 'Topology group'],
+                ['node_pool', 'Node pool'],
+                ['Value', 'Failed nodes'],
+              ],
+              units={ Value: 'short' },
+              sortBy='Value',
+              desc=true,
+            ),
+          ],
+        },
         g.row('Workloads'),
         {
           height: 9,

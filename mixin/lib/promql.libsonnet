@@ -4,6 +4,9 @@ local utils = import 'utils.libsonnet';
 {
   // The labels gke_node_info gives a node beyond its name: where it runs and what it is.
   nodeInfoLabels:: ['node_pool', 'zone', 'machine_type', 'accelerator', 'tpu_accelerator', 'tpu_topology', 'provisioning'],
+  // Where gke_node_info places a node in its reservation (cloud.google.com/gce-topology-block, -subblock): remembered
+  // with the other labels, and added only by the alerts that group nodes by it.
+  nodeTopologyLabels:: ['block', 'subblock'],
 
   // The labels that tell apart the clusters Cloud Monitoring's interruption counts are about. One exporter can
   // list every cluster of a project, so the cluster label (its own cluster) does not.
@@ -77,6 +80,8 @@ local utils = import 'utils.libsonnet';
         or
         gke_node_termination_timestamp_seconds{%(cluster)s}
         or
+        %(gpuFault)s
+        or
         gce_instance_upcoming_maintenance_info{%(agent)s}
         or
         gce_instance_maintenance_event{%(agent)s, event!="NONE"}
@@ -94,6 +99,7 @@ local utils = import 'utils.libsonnet';
       preempted: $.preempted,
       unsupported: $.upcomingUnsupported,
       start: $.maintenanceStart,
+      gpuFault: $.gpuFaultSince,
     },
 
   // nodeInfoOf is the gke_node_info labels of the nodes of expr (a per-node expression), one series of value 1
@@ -121,19 +127,20 @@ local utils = import 'utils.libsonnet';
       %(recorded)s > time() - %(memory)d
     ||| % {
       by: by,
-      current: $.nodeInfoOf(config, $.nodeSignals(config)),
+      current: $.nodeInfoOf(config, $.nodeSignals(config), $.nodeTopologyLabels),
       recorded: $.nodeInfoLastSeen,
       memory: utils.seconds(config.nodeInfoMemory),
     },
   },
 
-  // withNodeInfo adds the node's pool and accelerator labels to expr, a per-node expression keyed by the cluster
-  // label and node: the labels the cluster exporter shows now, else those remembered through its gap. The node
-  // agent and the cluster exporter are different jobs, so the join is on node, never on instance or job. A node
-  // the cluster exporter neither shows nor remembers keeps its series, without the extra labels. nodes, when
-  // given, is a cheaper expression with at least expr's nodes (signalsOf its selectors), read in place of expr
-  // for the join: expr is then evaluated once.
-  withNodeInfo(config, expr, nodes=null)::
+  // nodeInfoJoin adds the node's pool and accelerator labels (and the topology labels of extra) to expr, a per-node
+  // expression keyed by the cluster label and node: the labels the cluster exporter shows now, else those
+  // remembered through its gap. The node agent and the cluster exporter are different jobs, so the join is on node,
+  // never on instance or job. A node the cluster exporter neither shows nor remembers is left out, unless
+  // keepUnknown: then it keeps its series, without the extra labels. nodes, when given, is a cheaper expression
+  // with at least expr's nodes (signalsOf its selectors), read in place of expr for the join: expr is then
+  // evaluated once.
+  nodeInfoJoin(config, expr, extra=[], nodes=null, keepUnknown=false)::
     local on = utils.labelList(config, ['node']);
     local of = if nodes == null then expr else nodes;
     |||
@@ -144,20 +151,21 @@ local utils = import 'utils.libsonnet';
         (
       %(info)s
           or on (%(on)s)
-          group without () (%(remembered)s)
-          or on (%(on)s)
-          group by (%(on)s) (
-      %(of)s
-          )
+          group without () (%(remembered)s)%(unknown)s
         )
     ||| % {
       expr: utils.indent(expr, 2),
       on: on,
-      labels: std.join(', ', $.nodeInfoLabels),
-      info: utils.indent($.nodeInfoOf(config, of), 4),
+      labels: std.join(', ', $.nodeInfoLabels + extra),
+      info: utils.indent($.nodeInfoOf(config, of, extra), 4),
       remembered: $.nodeInfoLastSeen,
-      of: utils.indent(of, 6),
+      unknown: if keepUnknown then '\n    or on (%s)\n    group by (%s) (\n%s\n    )' % [on, on, utils.indent(of, 6)] else '',
     },
+
+  // withNodeInfo is nodeInfoJoin keeping a node the cluster exporter neither shows nor remembers, without the
+  // extra labels.
+  withNodeInfo(config, expr, nodes=null, extra=[])::
+    $.nodeInfoJoin(config, expr, extra, nodes, keepUnknown=true),
 
   // signalsOf is the series of selectors within signalGapTolerance, one or more per node: the nodes that a
   // remembered or current value of them can name, without asking whether their source is current (which reads
@@ -195,6 +203,9 @@ local utils = import 'utils.libsonnet';
   hardwareFailureAnnounced:: 'node:gke_node_hardware_failure_maintenance:announced',
   // Recorded by the maintenance rules: the start of each node's next maintenance.
   maintenanceStart:: 'node:gke_node_maintenance_start_timestamp_seconds:min',
+  // Recorded by the GPU rules (alerts/gpu.libsonnet): every GPU fault now, one series per node and Xid from
+  // either source, valued with when it was first seen.
+  gpuFaultSince:: 'node_xid:gke_node_gpu_xid:since',
 
   // currentOrRemembered is aggregation over the current values of selectors, else, for the label sets (by)
   // without any, over their remembered values (remembered: through a gap of their source only). sources are

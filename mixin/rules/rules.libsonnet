@@ -62,8 +62,9 @@ local utils = import '../lib/utils.libsonnet';
 
     groups+: [
       {
+        // The GPU fault rules (alerts/gpu.libsonnet) first: the memory of the nodes' labels reads their faults.
         name: 'gke-disruption-maintenance.rules',
-        rules: [
+        rules: $.gpuFaultRules + [
           promql.nodeInfoRule(c),
           {
             // The start of each node's next maintenance, with the node's pool and accelerator labels: the
