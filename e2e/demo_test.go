@@ -44,12 +44,13 @@ func demoFaultyHostStory(t *testing.T) (*driver.Scenario, time.Duration) {
 	sc.Workloads = workloads
 	var events []driver.Event
 	for _, e := range sc.Events {
-		if (e.Maintenance != nil && e.Maintenance.NodePool == demoPool) || (e.Report != nil && e.Report.NodePool == demoPool) {
+		if (e.GPUFault != nil && e.GPUFault.NodePool == demoPool) || (e.Maintenance != nil && e.Maintenance.NodePool == demoPool) ||
+			(e.Report != nil && e.Report.NodePool == demoPool) {
 			events = append(events, e)
 		}
 	}
-	if len(events) < 2 || events[len(events)-1].Report == nil {
-		t.Fatalf("the demo's %s story is no longer a repair then a report: %+v", demoPool, events)
+	if len(events) < 2 || events[0].GPUFault == nil || events[len(events)-1].Report == nil {
+		t.Fatalf("the demo's %s story is no longer a GPU fault then a report: %+v", demoPool, events)
 	}
 	shift := events[0].At
 	for i := range events {
@@ -88,7 +89,7 @@ func TestDemoFaultyHostStoryEnds(t *testing.T) {
 		if msg := s.Exited(); msg != "" {
 			t.Fatalf("a component stopped: %s", msg)
 		}
-		if err := done(repaired, nodeview.PerformMaintenance, ""); err != nil {
+		if err := done(repaired, nodeview.ReportFaultyHost, gke.ReportOperationDone); err != nil {
 			return err
 		}
 		return done(reported, nodeview.ReportFaultyHost, gke.ReportOperationDone)
