@@ -297,8 +297,25 @@ func startStack(t testing.TB, scenario, policy string, rules map[string]any) (st
 	return startScenario(t, sc, policy, rules)
 }
 
+// startStackEvery is startStack with Prometheus scraping and evaluating every interval, the mixin's rules as they
+// ship.
+func startStackEvery(t testing.TB, scenario, policy string, interval time.Duration) (stack, *watcher, func(string, func() error)) {
+	t.Helper()
+	sc, err := driver.Load(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startScenarioEvery(t, sc, policy, nil, interval)
+}
+
 // startScenario is startStack with a scenario already loaded.
 func startScenario(t testing.TB, sc *driver.Scenario, policy string, rules map[string]any) (stack, *watcher, func(string, func() error)) {
+	t.Helper()
+	return startScenarioEvery(t, sc, policy, rules, time.Second)
+}
+
+// startScenarioEvery is startScenario with Prometheus scraping and evaluating every interval.
+func startScenarioEvery(t testing.TB, sc *driver.Scenario, policy string, rules map[string]any, interval time.Duration) (stack, *watcher, func(string, func() error)) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the whole product for a few minutes")
@@ -332,7 +349,7 @@ func startScenario(t testing.TB, sc *driver.Scenario, policy string, rules map[s
 		PolicyFile:       policy,
 		AlertmanagerFile: filepath.Join(testenv.RepoRoot(), "examples", "alertmanager.yml"),
 		Rules:            demo.RuleConfig{Config: rules},
-		Interval:         time.Second,
+		Interval:         interval,
 		Kube:             &demo.Kube{Client: api.Client, Kubeconfig: api.Kubeconfig},
 		Dir:              dir,
 		Logger:           slog.New(slog.NewTextHandler(logFile, nil)),
@@ -352,7 +369,8 @@ func startScenario(t testing.TB, sc *driver.Scenario, policy string, rules map[s
 		}
 		s.Close()
 	})
-	const wait = 2 * time.Minute
+	// Each step takes a few scrapes and evaluations, and Alertmanager's grouping.
+	wait := 2*time.Minute + 10*interval
 	alive := func(step string, check func() error) {
 		t.Helper()
 		testenv.Eventually(t, wait, step, func() error {
