@@ -6,7 +6,11 @@
 // maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
 // Monitoring simulator. It plays GPU faults as GKE's GPU device plugin reports them (the XidCriticalError condition
 // with the node's boot ID, XIDError Events, unhealthy GPUs), serves each GPU node's dcgm-exporter, announces the
-// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back.
+// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back. It plays surge
+// upgrades of node pools (a new node first, then the old one cordoned, drained through the Eviction API and deleted)
+// and shows them in the GKE API simulator, and ends flex-start VMs at their maximum run duration. A node an upgrade
+// or a flex-start end replaces keeps its index in the pool under a new name, with the index's metadata server and
+// dcgm-exporter.
 //
 // No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, Job pods that
 // succeed after their runFor, finishing deleted pods, node Ready), the workload controllers and scheduler (it
@@ -87,6 +91,8 @@ type Driver struct {
 	// clusterName is the cluster's resource name in the GKE API.
 	clusterName string
 	upgrades    map[*NodePool]*poolUpgrade
+	// creating are the VMs GKE creates in place of flex-start VMs that ended.
+	creating []vmCreation
 
 	clock      storyClock
 	events     []timedEvent
@@ -114,8 +120,10 @@ type simNode struct {
 	generation int
 	// version is the GKE version the kubelet reports.
 	version string
-	meta    *metadata.Server
-	dcgm    *dcgm.Exporter
+	// ends is when GKE deletes a flex-start VM (zero for other VMs).
+	ends time.Time
+	meta *metadata.Server
+	dcgm *dcgm.Exporter
 
 	// boots counts the VM's restarts; bootID is the current boot's, which the kubelet reports.
 	boots  int
@@ -280,6 +288,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 		}
 	}
 	d.advanceUpgrades(ctx, byNode, now)
+	d.advanceFlexStart(ctx, byNode, now)
 	for _, sn := range d.nodes {
 		d.syncNode(ctx, sn, now)
 		d.syncReport(ctx, sn)

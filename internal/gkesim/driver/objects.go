@@ -74,13 +74,19 @@ func newNode(sc *Scenario, sn *simNode) *corev1.Node {
 		labels[LabelSpot] = "true"
 		labels[LabelProvisioning] = "spot"
 	}
+	var annotations map[string]string
+	if !sn.ends.IsZero() {
+		labels[LabelFlexStart] = "true"
+		labels[LabelMaxRunDuration] = strconv.FormatInt(int64(time.Duration(p.MaxRunDuration)/time.Second), 10)
+		annotations = map[string]string{AnnotationMachineTermination: sn.ends.UTC().Format(time.RFC3339)}
+	}
 	if block := p.Block(i); block >= 0 {
 		labels[gke.LabelTopologyBlock] = topologyID(sc, p, "block", block)
 		labels[gke.LabelTopologySubblock] = topologyID(sc, p, "subblock", i/p.Topology.NodesPerSubblock)
 		labels[gke.LabelTopologyHost] = topologyID(sc, p, "host", i)
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec: corev1.NodeSpec{
 			ProviderID: fmt.Sprintf("gce://%s/%s/%s", sc.Cluster.Project, p.Zone, name),
 			PodCIDR:    fmt.Sprintf("10.%d.%d.0/24", 100+poolIndex(sc, p)%100, i%256),

@@ -155,7 +155,18 @@ type NodePool struct {
 	// Topology places the nodes in the physical topology GKE labels reservation-bound VMs with
 	// (cloud.google.com/gce-topology-block, -subblock, -host); without it the nodes carry none of these labels.
 	Topology *Topology `yaml:"topology"`
+	// MaxRunDuration makes a flex-start pool (NodeConfig.max_run_duration, story time, GKE: at most 168h): each VM
+	// is deleted that long after its creation, its end on the node as annotation
+	// node.gke.io/machine-termination-datetime, with labels cloud.google.com/gke-flex-start=true and
+	// cloud.google.com/gke-max-run-duration-seconds.
+	MaxRunDuration Duration `yaml:"maxRunDuration"`
+	// ReplaceAtEnd: GKE creates a new VM in place of a flex-start VM that ended (the workloads still want the
+	// node), Ready after Mechanics.NodeCreation; without it the pool has one node fewer from then on.
+	ReplaceAtEnd bool `yaml:"replaceAtEnd"`
 }
+
+// maxRunDurationLimit is the longest a flex-start VM may run.
+const maxRunDurationLimit = 7 * 24 * time.Hour
 
 // Topology groups a pool's nodes by index: the first NodesPerBlock nodes share block 0, the next ones block 1, and
 // so on; within a block every NodesPerSubblock nodes share a sub-block. Every node has a host of its own.
@@ -600,6 +611,18 @@ func (sc *Scenario) validate() error {
 			case hosts > 1 && p.Nodes != hosts:
 				fail(key+".nodes", "%d, but a %s slice of %d-chip VMs has %d", p.Nodes, p.TPU.Topology, p.TPU.ChipsPerNode, hosts)
 			}
+		}
+	}
+	for i, p := range sc.NodePools {
+		key := fmt.Sprintf("nodePools[%d]", i)
+		if time.Duration(p.MaxRunDuration) > maxRunDurationLimit {
+			fail(key+".maxRunDuration", "%s is beyond GKE's limit of 7 days (168h)", time.Duration(p.MaxRunDuration))
+		}
+		if p.ReplaceAtEnd && p.MaxRunDuration == 0 {
+			fail(key+".replaceAtEnd", "only the VMs of a flex-start pool end: set maxRunDuration")
+		}
+		if p.MaxRunDuration > 0 && p.Spot {
+			fail(key+".maxRunDuration", "a pool is either flex-start or Spot, not both")
 		}
 	}
 	for i := range sc.NodePools {

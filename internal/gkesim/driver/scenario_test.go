@@ -403,3 +403,25 @@ func TestReplacementNodeNames(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRejectsBadFlexStartPools(t *testing.T) {
+	_, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: long, machineType: a3-highgpu-8g, nodes: 1, maxRunDuration: 169h}
+  - {name: plain, machineType: g2-standard-8, nodes: 1, replaceAtEnd: true}
+  - {name: both, machineType: g2-standard-8, nodes: 1, spot: true, maxRunDuration: 24h}
+`))
+	if err == nil {
+		t.Fatal("bad flex-start pools accepted")
+	}
+	for _, want := range []string{
+		"nodePools[0].maxRunDuration: 169h0m0s is beyond GKE's limit of 7 days (168h)",
+		"nodePools[1].replaceAtEnd: only the VMs of a flex-start pool end: set maxRunDuration",
+		"nodePools[2].maxRunDuration: a pool is either flex-start or Spot, not both",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -119,6 +119,14 @@ func (d *Driver) updateGKEPool(pool *NodePool, change func(*containerpb.NodePool
 func (d *Driver) advanceUpgrades(ctx context.Context, byNode map[string][]*corev1.Pod, now time.Time) {
 	for _, pool := range d.upgradingPools() {
 		up := d.upgrades[pool]
+		// A queued VM that ended meanwhile (flex-start) leaves nothing to upgrade.
+		up.queue = slices.DeleteFunc(up.queue, func(sn *simNode) bool {
+			if d.byName[sn.name] == sn {
+				return false
+			}
+			up.done++
+			return true
+		})
 		for len(up.surges) < up.event.MaxSurge && len(up.queue) > 0 && replaceable(up.queue[0]) {
 			old := up.queue[0]
 			up.queue = up.queue[1:]
@@ -209,13 +217,13 @@ func (d *Driver) advanceSurge(ctx context.Context, up *poolUpgrade, s *surge, po
 	return true
 }
 
-// createReplacement registers the new VM that takes old's index: a new name, a first boot, the target version,
-// Ready; the index's metadata server and dcgm-exporter now describe it. Nil when the API server refused.
+// createReplacement registers the new VM that takes old's index: a new name, a first boot, version, Ready; the
+// index's metadata server and dcgm-exporter now describe it. Nil when the API server refused.
 func (d *Driver) createReplacement(ctx context.Context, old *simNode, version string, now time.Time) *simNode {
 	gen := old.generation + 1
 	name := d.sc.ReplacementNodeName(old.pool.Name, old.index, gen)
 	sn := &simNode{name: name, pool: old.pool, index: old.index, generation: gen, version: version, ready: true,
-		bootID: bootID(name, 0), meta: old.meta, dcgm: old.dcgm}
+		bootID: bootID(name, 0), meta: old.meta, dcgm: old.dcgm, ends: d.flexStartEnd(old.pool, now)}
 	core := d.client.CoreV1()
 	created, err := core.Nodes().Create(ctx, newNode(d.sc, sn), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -227,7 +235,7 @@ func (d *Driver) createReplacement(ctx context.Context, old *simNode, version st
 		_, err = core.Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		d.logger.Warn("upgrade: registering the new node", "node", name, "err", err)
+		d.logger.Warn("registering the new node", "node", name, "err", err)
 		return nil
 	}
 	inst := old.meta.Instance()
@@ -236,11 +244,12 @@ func (d *Driver) createReplacement(ctx context.Context, old *simNode, version st
 	if sn.dcgm != nil {
 		sn.dcgm.Replace(name)
 	}
-	// The old VM keeps running its pods until it is deleted, without the endpoints: they are the new VM's.
+	// An old VM an upgrade replaces keeps running its pods until it is deleted, without the endpoints: they are
+	// the new VM's.
 	old.meta, old.dcgm = nil, nil
 	d.nodes = append(d.nodes, sn)
 	d.byName[name] = sn
-	d.logger.Info("upgrade: new node Ready", "node", name, "version", version, "replaces", old.name)
+	d.logger.Info("new node Ready", "node", name, "version", version, "replaces", old.name)
 	return sn
 }
 

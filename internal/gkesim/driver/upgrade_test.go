@@ -355,3 +355,41 @@ events:
 		return runningPods(podsOn(t, r.api, "serving", fresh)) == 1
 	})
 }
+
+// TestDriverPlaysFlexStartEnd: a flex-start VM carries its end (annotation, RFC 3339, its maximum run duration after
+// its creation) and GKE's flex-start labels; GKE deletes it no earlier than that end and, as the pool asks,
+// creates a new VM in its place with an end of its own.
+func TestDriverPlaysFlexStartEnd(t *testing.T) {
+	r := startUpgradeRig(t, `
+cluster: {project: sim-project, location: us-central1, name: sim}
+gke: {nodeCreation: 200ms, podShutdown: 100ms}
+nodePools:
+  - {name: dws, machineType: a3-highgpu-8g, accelerator: nvidia-h100-80gb, acceleratorCount: 8, nodes: 1, maxRunDuration: 4s, replaceAtEnd: true}
+workloads:
+  - {name: train, namespace: training, kind: Job, nodePools: [dws]}
+`)
+	first, second := r.sc.NodeName("dws", 0), r.sc.ReplacementNodeName("dws", 0, 1)
+	until(t, "the flex-start node seen", 30*time.Second, func() bool { return r.log.node(first) != nil })
+	n := r.log.node(first)
+	if n.Labels[LabelFlexStart] != "true" || n.Labels[LabelMaxRunDuration] != "4" {
+		t.Errorf("labels %v: want %s=true and %s=4", n.Labels, LabelFlexStart, LabelMaxRunDuration)
+	}
+	end, err := time.Parse(time.RFC3339, n.Annotations[AnnotationMachineTermination])
+	if err != nil {
+		t.Fatalf("annotation %s: %v", AnnotationMachineTermination, err)
+	}
+	// Both are whole seconds: the end is the run duration after the creation, give or take the second it straddles.
+	if d := end.Sub(n.CreationTimestamp.Time); d < 3*time.Second || d > 5*time.Second {
+		t.Errorf("end %s is %s after the creation %s, want 4s", end, d, n.CreationTimestamp.Time)
+	}
+	until(t, "the flex-start VM deleted", 30*time.Second, func() bool { return r.log.order("deleted "+first) == nil })
+	if deleted := time.Now(); deleted.Before(end) {
+		t.Errorf("deleted at %s, before its end %s", deleted, end)
+	}
+	until(t, "the new VM Ready", 30*time.Second, func() bool { return r.log.order("deleted "+first, "ready "+second) == nil })
+	next, err := time.Parse(time.RFC3339, r.log.node(second).Annotations[AnnotationMachineTermination])
+	if err != nil || !next.After(end) {
+		t.Errorf("the new VM's end %q (%v), want one after %s", r.log.node(second).Annotations[AnnotationMachineTermination], err, end)
+	}
+	until(t, "the Job's pod on the new VM", 30*time.Second, func() bool { return runningPods(podsOn(t, r.api, "training", second)) == 1 })
+}

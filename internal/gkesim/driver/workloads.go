@@ -100,6 +100,7 @@ func (d *Driver) register(ctx context.Context) error {
 	}
 	now := time.Now()
 	for _, sn := range d.nodes {
+		sn.ends = d.flexStartEnd(sn.pool, now)
 		node := newNode(d.sc, sn)
 		created, err := core.Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -107,6 +108,10 @@ func (d *Driver) register(ctx context.Context) error {
 		}
 		if err != nil {
 			return fmt.Errorf("registering node %s: %w", node.Name, err)
+		}
+		// A restarted driver keeps the end the VM was created with.
+		if end, err := time.Parse(time.RFC3339, created.Annotations[AnnotationMachineTermination]); err == nil && !sn.ends.IsZero() {
+			sn.ends = end
 		}
 		created.Status = nodeStatus(d.sc, sn, true, now)
 		applyGPUStatus(&created.Status, sn)
