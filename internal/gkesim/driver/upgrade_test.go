@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -323,6 +325,12 @@ events:
 		return true
 	})
 	until(t, "the old node cordoned for the drain", 30*time.Second, func() bool { return r.log.order("drain "+old) == nil })
+	// The Eviction API itself refuses, as it does the drain's requests.
+	err := r.api.Client.CoreV1().Pods("serving").EvictV1(context.Background(), &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("evicting %s while the drain waits: %v, want 429 Too Many Requests from the disruption budget", pod.Name, err)
+	}
 
 	// While the drain waits, the budget allows nothing and the pod keeps running on the cordoned node.
 	var evictionRefused bool
