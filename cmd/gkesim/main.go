@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/promslog/flag"
@@ -100,13 +99,13 @@ func run(ctx context.Context, logger *slog.Logger, sc *driver.Scenario, kubeconf
 	}
 	defer mon.Close()
 	gkeAPI := container.New()
-	clusterName := gkeAPI.SetCluster(sc.Cluster.Project, sc.Cluster.Location, scenarioCluster(sc))
+	clusterName := gkeAPI.SetCluster(sc.Cluster.Project, sc.Cluster.Location, sc.GKECluster())
 	gkeAPIAddr, err := gkeAPI.Start(gkeAddr)
 	if err != nil {
 		return fmt.Errorf("GKE API simulator: %w", err)
 	}
 	defer gkeAPI.Close()
-	d, err := driver.New(logger, driver.Options{Client: client, Scenario: sc, Monitoring: mon})
+	d, err := driver.New(logger, driver.Options{Client: client, Scenario: sc, Monitoring: mon, GKE: gkeAPI})
 	if err != nil {
 		return err
 	}
@@ -166,18 +165,4 @@ func nthPort(base, i int) int {
 		return 0
 	}
 	return base + i
-}
-
-// scenarioCluster is the scenario's cluster as the GKE API shows it: every node pool at the cluster's version,
-// running, surge-upgraded and auto-upgraded as GKE sets a new pool up.
-func scenarioCluster(sc *driver.Scenario) *containerpb.Cluster {
-	c := &containerpb.Cluster{Name: sc.Cluster.Name, CurrentMasterVersion: sc.Cluster.Version}
-	for _, p := range sc.NodePools {
-		c.NodePools = append(c.NodePools, &containerpb.NodePool{
-			Name: p.Name, Version: sc.Cluster.Version, Status: containerpb.NodePool_RUNNING, InitialNodeCount: int32(p.Nodes),
-			UpgradeSettings: &containerpb.NodePool_UpgradeSettings{MaxSurge: 1},
-			Management:      &containerpb.NodeManagement{AutoUpgrade: true, AutoRepair: true},
-		})
-	}
-	return c
 }

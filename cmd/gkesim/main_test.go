@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,10 +32,12 @@ nodePools:
 events:
   - {at: 0s, maintenance: {nodePool: gpu, nodes: [1], windowStartsIn: 1h, canReschedule: true}}
   - {at: 0s, gpuFault: {nodePool: gpu, nodes: [0], xid: 48}}
+  - {at: 0s, autoUpgrade: {nodePool: gpu, version: 1.33.5-gke.1201000, startsIn: 1h}}
 `
 
-// TestRun plays a scenario file on an API server with the built command and reads a node's metadata server and the
-// other node's dcgm-exporter at the addresses it prints.
+// TestRun plays a scenario file on an API server with the built command and reads a node's metadata server, the
+// other node's dcgm-exporter and the GKE API simulator, where the driver announced an auto-upgrade, at the
+// addresses it prints.
 func TestRun(t *testing.T) {
 	api := testenv.StartAPIServer(t)
 	dir := t.TempDir()
@@ -133,4 +136,22 @@ func TestRun(t *testing.T) {
 	if pools := cluster.GetNodePools(); len(pools) != 1 || pools[0].GetName() != "gpu" || pools[0].GetInitialNodeCount() != 2 {
 		t.Errorf("node pools %v", pools)
 	}
+	pool := "projects/p/locations/europe-west4/clusters/try/nodePools/gpu"
+	testenv.Eventually(t, 30*time.Second, "the auto-upgrade announced in the GKE API", func() error {
+		info, err := client.FetchNodePoolUpgradeInfo(ctx, &containerpb.FetchNodePoolUpgradeInfoRequest{Name: pool})
+		if err != nil {
+			return err
+		}
+		if info.GetPatchTargetVersion() != "1.33.5-gke.1201000" {
+			return fmt.Errorf("target version %q", info.GetPatchTargetVersion())
+		}
+		cluster, err := client.GetCluster(ctx, &containerpb.GetClusterRequest{Name: "projects/p/locations/europe-west4/clusters/try"})
+		if err != nil {
+			return err
+		}
+		if start := cluster.GetNodePools()[0].GetManagement().GetUpgradeOptions().GetAutoUpgradeStartTime(); start == "" {
+			return errors.New("no auto-upgrade start time")
+		}
+		return nil
+	})
 }

@@ -213,3 +213,42 @@ func TestPrometheusConfigLoads(t *testing.T) {
 		t.Error("a zero interval must be refused")
 	}
 }
+
+// TestDemoUpgradeCollidesWithMaintenance: the demo has a pool whose auto-upgrade is announced to start after host
+// maintenance already booked for it, within the mixin's collision window (7 days), and whose upgrade then plays:
+// GKENodePoolUpgradeCollidesWithMaintenance has something to fire on, and the surge upgrade something to show.
+func TestDemoUpgradeCollidesWithMaintenance(t *testing.T) {
+	sc, err := driver.LoadNamed("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const collisionWindow = 7 * 24 * time.Hour
+	maintenance := map[string]time.Duration{} // the first window start of each pool, story time
+	for _, e := range sc.Events {
+		if m := e.Maintenance; m != nil {
+			if w, ok := maintenance[m.NodePool]; !ok || time.Duration(e.At+m.WindowStartsIn) < w {
+				maintenance[m.NodePool] = time.Duration(e.At + m.WindowStartsIn)
+			}
+		}
+	}
+	collides := false
+	for _, e := range sc.Events {
+		a := e.AutoUpgrade
+		if a == nil {
+			continue
+		}
+		window, ok := maintenance[a.NodePool]
+		start := time.Duration(e.At + a.StartsIn)
+		if !ok || time.Duration(e.At) >= window || start < window || a.StartsIn > driver.Duration(collisionWindow) {
+			continue
+		}
+		for _, u := range sc.Events {
+			if u.Upgrade != nil && u.Upgrade.NodePool == a.NodePool && u.Upgrade.Version == a.Version && time.Duration(u.At) >= start {
+				collides = true
+			}
+		}
+	}
+	if !collides {
+		t.Error("no pool of the demo has an auto-upgrade announced after booked host maintenance and then played")
+	}
+}

@@ -1,7 +1,7 @@
 // Package demo runs the whole product on one machine against simulated GKE: etcd and kube-apiserver, the GKE
-// lifecycle driver with the metadata and Cloud Monitoring simulators, the cluster exporter, a node agent per node,
-// Prometheus with the mixin's rules, Alertmanager and the actions service. `make demo` shows it with a live summary;
-// the end-to-end tests run the same stack on free ports.
+// lifecycle driver with the metadata, Cloud Monitoring and GKE API simulators, the cluster exporter, a node agent
+// per node, Prometheus with the mixin's rules, Alertmanager and the actions service. `make demo` shows it with a
+// live summary; the end-to-end tests run the same stack on free ports.
 package demo
 
 import (
@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/localenv"
@@ -32,7 +33,7 @@ type Ports struct {
 	Etcd, EtcdPeer, APIServer int
 	Prometheus, Alertmanager  int
 	Cluster, Actions          int
-	Monitoring                int
+	Monitoring, GKE           int
 	NodeAgents, Metadata      int
 	DCGM                      int
 }
@@ -42,7 +43,7 @@ var DefaultPorts = Ports{
 	Etcd: 12379, EtcdPeer: 12380, APIServer: 16443,
 	Prometheus: 9090, Alertmanager: 9093,
 	Cluster: 9842, Actions: 9844,
-	Monitoring: 9940,
+	Monitoring: 9940, GKE: 9941,
 	NodeAgents: 9850, Metadata: 9950,
 	DCGM: 9400, // dcgm-exporter's own port
 }
@@ -80,6 +81,8 @@ type Stack struct {
 	Client kubernetes.Interface
 	// Addresses of the HTTP endpoints (host:port).
 	Prometheus, Alertmanager, Cluster, Actions, Monitoring string
+	// GKE is the GKE API simulator's address (gRPC), GKECluster the cluster's resource name in it.
+	GKE, GKECluster string
 	// NodeAgents and Metadata are the node agents' and the metadata servers' addresses by node name; DCGM the
 	// dcgm-exporters' of the GPU nodes (path /metrics).
 	NodeAgents, Metadata, DCGM map[string]string
@@ -93,6 +96,7 @@ type Stack struct {
 	opts      Options
 	apiserver *localenv.APIServer
 	monitor   *monitoring.Server
+	gke       *container.Server
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	processes []*process
@@ -162,8 +166,8 @@ func (s *Stack) startKube(opts Options) error {
 	return nil
 }
 
-// startSimulators starts the Cloud Monitoring simulator, one metadata server per node, and the driver, and waits
-// until the driver has registered the cluster.
+// startSimulators starts the Cloud Monitoring and GKE API simulators, one metadata server per node, and the
+// driver, and waits until the driver has registered the cluster.
 func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 	// Points are sampled and published once per listing interval, as GKE samples once per collector interval.
 	s.monitor = monitoring.New(monitoring.Options{SamplePeriod: opts.Interval, Delay: opts.Interval})
@@ -172,8 +176,14 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 		return fmt.Errorf("starting the Cloud Monitoring simulator: %w", err)
 	}
 	s.Monitoring = addr
+	sc := opts.Scenario
+	s.gke = container.New()
+	s.GKECluster = s.gke.SetCluster(sc.Cluster.Project, sc.Cluster.Location, sc.GKECluster())
+	if s.GKE, err = s.gke.Start(loopback(opts.Ports.GKE)); err != nil {
+		return fmt.Errorf("starting the GKE API simulator: %w", err)
+	}
 	d, err := driver.New(opts.Logger.With("component", "gke"), driver.Options{
-		Client: s.Client, Scenario: opts.Scenario, Monitoring: s.monitor, Reporter: s.ReportFaulty})
+		Client: s.Client, Scenario: sc, Monitoring: s.monitor, GKE: s.gke, Reporter: s.ReportFaulty})
 	if err != nil {
 		return err
 	}
@@ -292,6 +302,10 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 		"--cloudmonitoring.insecure",
 		"--cloudmonitoring.interval="+opts.Interval.String(),
 		"--cloudmonitoring.lookback="+(30*opts.Interval).String(),
+		"--gke.endpoint="+s.GKE,
+		"--gke.insecure",
+		"--gke.cluster="+s.GKECluster,
+		"--gke.interval="+opts.Interval.String(),
 	); err != nil {
 		return err
 	}
@@ -430,6 +444,9 @@ func (s *Stack) Stop() {
 	if s.monitor != nil {
 		s.monitor.Close()
 	}
+	if s.gke != nil {
+		s.gke.Close()
+	}
 	if s.apiserver != nil {
 		s.apiserver.Stop()
 	}
@@ -472,6 +489,7 @@ func (p Ports) Available(nodes int) (Ports, []string) {
 	check("cluster exporter", &p.Cluster, 1)
 	check("actions", &p.Actions, 1)
 	check("Cloud Monitoring simulator", &p.Monitoring, 1)
+	check("GKE API simulator", &p.GKE, 1)
 	check("node agents", &p.NodeAgents, nodes)
 	check("metadata simulators", &p.Metadata, nodes)
 	check("dcgm-exporters", &p.DCGM, nodes) // GPU nodes are fewer: checks a few ports more than it needs

@@ -67,12 +67,22 @@ func New(hostname, model string, count int, window time.Duration) *Exporter {
 	if window <= 0 {
 		window = DefaultXidCountWindow
 	}
-	e := &Exporter{hostname: hostname, model: model, window: window, now: time.Now, running: true,
+	e := &Exporter{model: model, window: window, now: time.Now, gpus: make([]GPU, count),
 		last: make([]int, count), logged: make([][]loggedXid, count), remapFailed: make([]bool, count)}
-	for i := range count {
-		e.gpus = append(e.gpus, GPU{Index: i, UUID: gpuUUID(hostname, i), PCIBusID: pciBusID(i)})
-	}
+	e.Replace(hostname)
 	return e
+}
+
+// Replace makes the exporter the one of a new node, hostname, created in place of the one before (a node pool
+// upgrade's new node on the same endpoint): its GPUs' identities, running, no Xid logged.
+func (e *Exporter) Replace(hostname string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hostname, e.running = hostname, true
+	for i := range e.gpus {
+		e.gpus[i] = GPU{Index: i, UUID: gpuUUID(hostname, i), PCIBusID: pciBusID(i)}
+		e.last[i], e.logged[i], e.remapFailed[i] = 0, nil, false
+	}
 }
 
 // gpuUUID is a stable GPU UUID for the node's GPU i, shaped as NVML prints them.

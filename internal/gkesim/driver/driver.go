@@ -6,7 +6,11 @@
 // maintains a multi-host TPU slice as a whole, preempts Spot VMs, and records each interruption in the Cloud
 // Monitoring simulator. It plays GPU faults as GKE's GPU device plugin reports them (the XidCriticalError condition
 // with the node's boot ID, XIDError Events, unhealthy GPUs), serves each GPU node's dcgm-exporter, announces the
-// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back.
+// repair as GKE did in the field, and gives a node a new boot ID each time its VM comes back. It plays surge
+// upgrades of node pools (a new node first, then the old one cordoned, drained through the Eviction API and deleted)
+// and shows them in the GKE API simulator, and ends flex-start VMs at their maximum run duration. A node an upgrade
+// or a flex-start end replaces keeps its index in the pool under a new name, with the index's metadata server and
+// dcgm-exporter.
 //
 // No controllers run on the simulated cluster, so the driver also plays the kubelet (pod status, Job pods that
 // succeed after their runFor, finishing deleted pods, node Ready), the workload controllers and scheduler (it
@@ -19,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -38,6 +43,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/dcgm"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/monitoring"
@@ -54,6 +60,9 @@ type Options struct {
 	// Reporter, when set, plays the operator of the scenario's report events (the demo: report-faulty); it runs
 	// in the background. Nil: the driver labels the nodes itself, as an operator would by hand.
 	Reporter func(ctx context.Context, node string, behavior gke.FaultBehavior) error
+	// GKE is the GKE API simulator holding the scenario's cluster (SetCluster with Scenario.GKECluster), in which the
+	// driver shows node pool upgrades; nil shows them nowhere.
+	GKE *container.Server
 }
 
 // Node is a simulated node, the metadata server of its VM and, on a GPU node, its dcgm-exporter; serve each on its
@@ -76,6 +85,14 @@ type Driver struct {
 	nodes     []*simNode
 	byName    map[string]*simNode
 	workloads []*simWorkload
+	// registered are the nodes New made, which Nodes lists; Run changes only nodes.
+	registered []Node
+	gke        *container.Server
+	// clusterName is the cluster's resource name in the GKE API.
+	clusterName string
+	upgrades    map[*NodePool]*poolUpgrade
+	// creating are the VMs GKE creates in place of flex-start VMs that ended.
+	creating []vmCreation
 
 	clock      storyClock
 	events     []timedEvent
@@ -99,8 +116,14 @@ type simNode struct {
 	name  string
 	pool  *NodePool
 	index int
-	meta  *metadata.Server
-	dcgm  *dcgm.Exporter
+	// generation counts the upgrades that replaced the node at this index: the VM's name follows from it.
+	generation int
+	// version is the GKE version the kubelet reports.
+	version string
+	// ends is when GKE deletes a flex-start VM (zero for other VMs).
+	ends time.Time
+	meta *metadata.Server
+	dcgm *dcgm.Exporter
 
 	// boots counts the VM's restarts; bootID is the current boot's, which the kubelet reports.
 	boots  int
@@ -132,6 +155,10 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 		mon:      opts.Monitoring,
 		tick:     opts.Tick,
 		reporter: opts.Reporter,
+		gke:      opts.GKE,
+		clusterName: container.ClusterName(opts.Scenario.Cluster.Project, opts.Scenario.Cluster.Location,
+			opts.Scenario.Cluster.Name),
+		upgrades: map[*NodePool]*poolUpgrade{},
 		byName:   map[string]*simNode{},
 		wake:     make(chan struct{}, 1),
 	}
@@ -144,7 +171,7 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 		pool := &d.sc.NodePools[p]
 		for i := range pool.Nodes {
 			name := d.sc.NodeName(pool.Name, i)
-			sn := &simNode{name: name, pool: pool, index: i, ready: true, meta: metadata.New(metadata.Instance{
+			sn := &simNode{name: name, pool: pool, index: i, version: d.sc.Cluster.Version, ready: true, meta: metadata.New(metadata.Instance{
 				Name:             name,
 				ID:               instanceID(name),
 				Zone:             pool.Zone,
@@ -156,6 +183,7 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 			}
 			d.nodes = append(d.nodes, sn)
 			d.byName[name] = sn
+			d.registered = append(d.registered, Node{Name: name, Pool: pool.Name, Metadata: sn.meta, DCGM: sn.dcgm})
 		}
 	}
 	for i := range d.sc.Workloads {
@@ -172,14 +200,9 @@ func instanceID(name string) string {
 	return strconv.FormatUint(h%9e18+1e18, 10)
 }
 
-// Nodes lists the simulated nodes in scenario order.
-func (d *Driver) Nodes() []Node {
-	out := make([]Node, len(d.nodes))
-	for i, sn := range d.nodes {
-		out[i] = Node{Name: sn.name, Pool: sn.pool.Name, Metadata: sn.meta, DCGM: sn.dcgm}
-	}
-	return out
-}
+// Nodes lists the simulated nodes in scenario order, as registered: call it before Run. A node an upgrade creates
+// later takes over the metadata server and dcgm-exporter of the node it replaces.
+func (d *Driver) Nodes() []Node { return slices.Clone(d.registered) }
 
 // Started is closed once the cluster is registered and the story clock runs.
 func (d *Driver) Started() <-chan struct{} { return d.started }
@@ -264,6 +287,8 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
 		}
 	}
+	d.advanceUpgrades(ctx, byNode, now)
+	d.advanceFlexStart(ctx, byNode, now)
 	for _, sn := range d.nodes {
 		d.syncNode(ctx, sn, now)
 		d.syncReport(ctx, sn)
@@ -321,6 +346,10 @@ func (d *Driver) fire(ctx context.Context, te timedEvent, now time.Time) {
 		}
 	case e.GPUFault != nil:
 		d.startGPUFault(te.index, e.GPUFault, now)
+	case e.Upgrade != nil:
+		d.startUpgrade(te, now)
+	case e.AutoUpgrade != nil:
+		d.announceAutoUpgrade(e.AutoUpgrade, now)
 	}
 }
 
@@ -356,11 +385,12 @@ func (d *Driver) reportHost(ctx context.Context, node string, behavior gke.Fault
 	}
 }
 
-// targets are the nodes of pool an event names; none named means all.
+// targets are the nodes of pool an event names; none named means all. Nodes an upgrade is replacing are leaving
+// and never targets: their index is the new node's.
 func (d *Driver) targets(pool *NodePool, indexes []int) []*simNode {
 	var out []*simNode
 	for _, sn := range d.nodes {
-		if sn.pool != pool {
+		if sn.pool != pool || d.upgrading(sn) {
 			continue
 		}
 		if len(indexes) == 0 {
@@ -427,7 +457,7 @@ func (d *Driver) syncNode(ctx context.Context, sn *simNode, now time.Time) {
 	if nodeReady(n) != sn.ready || gpuStatusDiffers(n, sn) {
 		n = n.DeepCopy()
 		if nodeReady(n) != sn.ready {
-			n.Status.Conditions = nodeStatus(d.sc, sn.pool, sn.index, sn.ready, now).Conditions
+			n.Status.Conditions = nodeStatus(d.sc, sn, sn.ready, now).Conditions
 		}
 		applyGPUStatus(&n.Status, sn)
 		if _, err := d.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
@@ -522,7 +552,7 @@ type Status struct {
 type NodeStatus struct {
 	Name, Pool string
 	// Phase is what is happening: "" (nothing), scheduled, starting, evicting-workloads, evicting-system,
-	// host-down, preempted, replacing.
+	// host-down, preempted, replacing, upgrading (an old node an upgrade drains and deletes).
 	Phase string
 	// WindowStart is the start of a scheduled maintenance window.
 	WindowStart time.Time
@@ -552,6 +582,8 @@ func (d *Driver) publishStatus(now time.Time) {
 		case sn.preemption != nil:
 			ns.Phase = sn.preemption.phase.String()
 			s.Preempting++
+		case d.upgrading(sn):
+			ns.Phase = "upgrading"
 		}
 		s.Maintained += sn.maintained
 		s.Preempted += sn.preempted

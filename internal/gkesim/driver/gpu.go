@@ -268,7 +268,10 @@ func applyGPUStatus(status *corev1.NodeStatus, sn *simNode) {
 	}
 	status.Conditions = conds
 	if sn.pool.Accelerator != "" {
-		status.Allocatable = status.Allocatable.DeepCopy()
+		// A node just created has no status yet in the cache.
+		if status.Allocatable = status.Allocatable.DeepCopy(); status.Allocatable == nil {
+			status.Allocatable = corev1.ResourceList{}
+		}
 		status.Allocatable[resourceGPU] = *resource.NewQuantity(allocatableGPUs(sn), resource.DecimalSI)
 	}
 }

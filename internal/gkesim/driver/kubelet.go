@@ -125,5 +125,5 @@ func (k *kubelet) forget(pods []*corev1.Pod) {
 }
 
 func hostIP(d *Driver, sn *simNode) string {
-	return nodeStatus(d.sc, sn.pool, sn.index, true, time.Time{}).Addresses[0].Address
+	return nodeStatus(d.sc, sn, true, time.Time{}).Addresses[0].Address
 }

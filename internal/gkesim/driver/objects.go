@@ -45,9 +45,9 @@ const (
 	systemNodeCriticalPriority = "system-node-critical"
 )
 
-// newNode is node i of pool p as GKE registers it, without status.
-func newNode(sc *Scenario, p *NodePool, i int) *corev1.Node {
-	name := sc.NodeName(p.Name, i)
+// newNode is the node sn as GKE registers it, without status.
+func newNode(sc *Scenario, sn *simNode) *corev1.Node {
+	p, i, name := sn.pool, sn.index, sn.name
 	labels := map[string]string{
 		LabelNodePool:                          p.Name,
 		LabelMachineFamily:                     strings.SplitN(p.MachineType, "-", 2)[0],
@@ -74,13 +74,19 @@ func newNode(sc *Scenario, p *NodePool, i int) *corev1.Node {
 		labels[LabelSpot] = "true"
 		labels[LabelProvisioning] = "spot"
 	}
+	var annotations map[string]string
+	if !sn.ends.IsZero() {
+		labels[LabelFlexStart] = "true"
+		labels[LabelMaxRunDuration] = strconv.FormatInt(int64(time.Duration(p.MaxRunDuration)/time.Second), 10)
+		annotations = map[string]string{AnnotationMachineTermination: sn.ends.UTC().Format(time.RFC3339)}
+	}
 	if block := p.Block(i); block >= 0 {
 		labels[gke.LabelTopologyBlock] = topologyID(sc, p, "block", block)
 		labels[gke.LabelTopologySubblock] = topologyID(sc, p, "subblock", i/p.Topology.NodesPerSubblock)
 		labels[gke.LabelTopologyHost] = topologyID(sc, p, "host", i)
 	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec: corev1.NodeSpec{
 			ProviderID: fmt.Sprintf("gce://%s/%s/%s", sc.Cluster.Project, p.Zone, name),
 			PodCIDR:    fmt.Sprintf("10.%d.%d.0/24", 100+poolIndex(sc, p)%100, i%256),
@@ -112,8 +118,9 @@ func region(zone string) string {
 	return zone
 }
 
-// nodeStatus is what the kubelet reports: capacity, addresses, versions and the Ready condition.
-func nodeStatus(sc *Scenario, p *NodePool, i int, ready bool, now time.Time) corev1.NodeStatus {
+// nodeStatus is what the kubelet of sn reports: capacity, addresses, versions and the Ready condition.
+func nodeStatus(sc *Scenario, sn *simNode, ready bool, now time.Time) corev1.NodeStatus {
+	p, i := sn.pool, sn.index
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:              resource.MustParse("8"),
 		corev1.ResourceMemory:           resource.MustParse("32Gi"),
@@ -126,17 +133,16 @@ func nodeStatus(sc *Scenario, p *NodePool, i int, ready bool, now time.Time) cor
 	if p.TPU != nil {
 		capacity[resourceTPU] = *resource.NewQuantity(int64(p.TPU.ChipsPerNode), resource.DecimalSI)
 	}
-	name := sc.NodeName(p.Name, i)
 	return corev1.NodeStatus{
 		Capacity:    capacity,
 		Allocatable: capacity,
 		Conditions:  nodeConditions(ready, now),
 		Addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.128.%d.%d", poolIndex(sc, p), i%250+2)},
-			{Type: corev1.NodeHostName, Address: name},
+			{Type: corev1.NodeHostName, Address: sn.name},
 		},
 		NodeInfo: corev1.NodeSystemInfo{
-			KubeletVersion:          "v" + sc.Cluster.Version,
+			KubeletVersion:          "v" + sn.version,
 			ContainerRuntimeVersion: "containerd://2.0.6",
 			OSImage:                 "Container-Optimized OS from Google",
 			KernelVersion:           "6.6.97+",

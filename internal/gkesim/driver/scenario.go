@@ -76,6 +76,11 @@ type Mechanics struct {
 	XidDetection Duration `yaml:"xidDetection"`
 	// XidHeartbeat is how often the device plugin refreshes the XidCriticalError condition's heartbeat. GKE: 1 min.
 	XidHeartbeat Duration `yaml:"xidHeartbeat"`
+	// NodeCreation is how long a node pool upgrade's new VM takes from its creation until its node is Ready.
+	NodeCreation Duration `yaml:"nodeCreation"`
+	// DrainTimeout is how long an upgrade keeps retrying evictions a PodDisruptionBudget refuses before it deletes
+	// the old node anyway. GKE: 1 h.
+	DrainTimeout Duration `yaml:"drainTimeout"`
 }
 
 // The sequences GKE plays after perform-maintenance=true.
@@ -123,6 +128,8 @@ var defaultMechanics = Mechanics{
 	Sequence:              SequenceField,
 	XidDetection:          Duration(time.Second),
 	XidHeartbeat:          Duration(time.Minute),
+	NodeCreation:          Duration(90 * time.Second),
+	DrainTimeout:          Duration(time.Hour),
 	Field: FieldSequence{
 		LabelConsumed:      Duration(4 * time.Second),
 		Passthrough:        Duration(11 * time.Second),
@@ -148,7 +155,18 @@ type NodePool struct {
 	// Topology places the nodes in the physical topology GKE labels reservation-bound VMs with
 	// (cloud.google.com/gce-topology-block, -subblock, -host); without it the nodes carry none of these labels.
 	Topology *Topology `yaml:"topology"`
+	// MaxRunDuration makes a flex-start pool (NodeConfig.max_run_duration, story time, GKE: at most 168h): each VM
+	// is deleted that long after its creation, its end on the node as annotation
+	// node.gke.io/machine-termination-datetime, with labels cloud.google.com/gke-flex-start=true and
+	// cloud.google.com/gke-max-run-duration-seconds.
+	MaxRunDuration Duration `yaml:"maxRunDuration"`
+	// ReplaceAtEnd: GKE creates a new VM in place of a flex-start VM that ended (the workloads still want the
+	// node), Ready after Mechanics.NodeCreation; without it the pool has one node fewer from then on.
+	ReplaceAtEnd bool `yaml:"replaceAtEnd"`
 }
+
+// maxRunDurationLimit is the longest a flex-start VM may run.
+const maxRunDurationLimit = 7 * 24 * time.Hour
 
 // Topology groups a pool's nodes by index: the first NodesPerBlock nodes share block 0, the next ones block 1, and
 // so on; within a block every NodesPerSubblock nodes share a sub-block. Every node has a host of its own.
@@ -252,6 +270,39 @@ type Event struct {
 	Preemption  *PreemptionEvent  `yaml:"preemption"`
 	Report      *ReportEvent      `yaml:"report"`
 	GPUFault    *GPUFaultEvent    `yaml:"gpuFault"`
+	Upgrade     *UpgradeEvent     `yaml:"upgrade"`
+	AutoUpgrade *AutoUpgradeEvent `yaml:"autoUpgrade"`
+}
+
+// Node pool upgrade strategies, as the GKE API names them (NodePool.upgrade_settings.strategy).
+const (
+	StrategySurge     = "SURGE"
+	StrategyBlueGreen = "BLUE_GREEN"
+)
+
+// UpgradeEvent is GKE upgrading a node pool to Version with a surge upgrade: the pool RECONCILING and an
+// UPGRADE_NODES operation counting the nodes done; per node a new VM at the new version is created first (Ready
+// after Mechanics.NodeCreation), then the old node is labelled operation.gke.io/type=drain, annotated
+// gke-current-operation, cordoned and drained through the Eviction API, PodDisruptionBudgets respected up to
+// Mechanics.DrainTimeout, and deleted. The new node takes the old one's index in the pool under a new name.
+type UpgradeEvent struct {
+	NodePool string `yaml:"nodePool"`
+	// Version is the target GKE version, e.g. 1.33.5-gke.1201000.
+	Version string `yaml:"version"`
+	// Strategy is SURGE (default); BLUE_GREEN is not simulated.
+	Strategy string `yaml:"strategy"`
+	// MaxSurge is how many nodes are replaced at once (default 1).
+	MaxSurge int `yaml:"maxSurge"`
+}
+
+// AutoUpgradeEvent is GKE announcing an auto-upgrade of a node pool in the GKE API: the pool's
+// management.upgrade_options.auto_upgrade_start_time and FetchNodePoolUpgradeInfo's target version. The upgrade
+// itself is an upgrade event of its own, so that a scenario says when it plays.
+type AutoUpgradeEvent struct {
+	NodePool string `yaml:"nodePool"`
+	Version  string `yaml:"version"`
+	// StartsIn is the time from the announcement to the upgrade's start (story time).
+	StartsIn Duration `yaml:"startsIn"`
 }
 
 // GPUFaultEvent is a GPU of nodes of a GPU pool logging an Xid, as GKE and NVIDIA's tools see it in the field: GKE's
@@ -421,6 +472,8 @@ func (sc *Scenario) defaults() {
 		{&m.Field.NotReady, &defaultMechanics.Field.NotReady},
 		{&m.XidDetection, &defaultMechanics.XidDetection},
 		{&m.XidHeartbeat, &defaultMechanics.XidHeartbeat},
+		{&m.NodeCreation, &defaultMechanics.NodeCreation},
+		{&m.DrainTimeout, &defaultMechanics.DrainTimeout},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -457,6 +510,14 @@ func (sc *Scenario) defaults() {
 			}
 			if m.Type == "" {
 				m.Type = "SCHEDULED"
+			}
+		}
+		if u := sc.Events[i].Upgrade; u != nil {
+			if u.Strategy == "" {
+				u.Strategy = StrategySurge
+			}
+			if u.MaxSurge == 0 {
+				u.MaxSurge = 1
 			}
 		}
 		if f := sc.Events[i].GPUFault; f != nil {
@@ -552,6 +613,18 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
+	for i, p := range sc.NodePools {
+		key := fmt.Sprintf("nodePools[%d]", i)
+		if time.Duration(p.MaxRunDuration) > maxRunDurationLimit {
+			fail(key+".maxRunDuration", "%s is beyond GKE's limit of 7 days (168h)", time.Duration(p.MaxRunDuration))
+		}
+		if p.ReplaceAtEnd && p.MaxRunDuration == 0 {
+			fail(key+".replaceAtEnd", "only the VMs of a flex-start pool end: set maxRunDuration")
+		}
+		if p.MaxRunDuration > 0 && p.Spot {
+			fail(key+".maxRunDuration", "a pool is either flex-start or Spot, not both")
+		}
+	}
 	for i := range sc.NodePools {
 		t := sc.NodePools[i].Topology
 		if t == nil {
@@ -627,8 +700,17 @@ func (sc *Scenario) validate() error {
 	for i, e := range sc.Events {
 		key := fmt.Sprintf("events[%d]", i)
 		switch {
-		case countSet(e.Maintenance != nil, e.Preemption != nil, e.Report != nil, e.GPUFault != nil) != 1:
-			fail(key, "set exactly one of maintenance, preemption, report and gpuFault")
+		case countSet(e.Maintenance != nil, e.Preemption != nil, e.Report != nil, e.GPUFault != nil, e.Upgrade != nil,
+			e.AutoUpgrade != nil) != 1:
+			fail(key, "set exactly one of maintenance, preemption, report, gpuFault, upgrade and autoUpgrade")
+		case e.Upgrade != nil:
+			validUpgrade(fail, key+".upgrade", e.Upgrade, pools[e.Upgrade.NodePool])
+		case e.AutoUpgrade != nil:
+			key += ".autoUpgrade"
+			if pools[e.AutoUpgrade.NodePool] == nil {
+				fail(key+".nodePool", "%q is not a node pool of the scenario", e.AutoUpgrade.NodePool)
+			}
+			validVersion(fail, key+".version", e.AutoUpgrade.Version)
 		case e.GPUFault != nil:
 			validGPUFault(fail, key+".gpuFault", e.GPUFault, pools[e.GPUFault.NodePool])
 		case e.Report != nil:
@@ -671,6 +753,36 @@ func (sc *Scenario) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validUpgrade checks an upgrade event against its pool (nil when the scenario has none of that name).
+func validUpgrade(fail func(key, format string, args ...any), key string, u *UpgradeEvent, p *NodePool) {
+	if p == nil {
+		fail(key+".nodePool", "%q is not a node pool of the scenario", u.NodePool)
+	}
+	validVersion(fail, key+".version", u.Version)
+	switch u.Strategy {
+	case StrategySurge:
+	case StrategyBlueGreen:
+		fail(key+".strategy", "%s upgrades are not simulated; use %s", StrategyBlueGreen, StrategySurge)
+	default:
+		fail(key+".strategy", "%q is not %s", u.Strategy, StrategySurge)
+	}
+	if u.MaxSurge < 0 || (p != nil && u.MaxSurge > p.Nodes) {
+		fail(key+".maxSurge", "%d is not from 1 to the pool's nodes", u.MaxSurge)
+	}
+	if p != nil && p.MultiHostTPU() {
+		fail(key+".nodePool", "node pool %s is a multi-host TPU slice, which GKE recreates as a whole: not simulated", p.Name)
+	}
+}
+
+// gkeVersion is how GKE spells a node version: 1.33.5-gke.1162000.
+var gkeVersion = regexp.MustCompile(`^1\.[0-9]+\.[0-9]+-gke\.[0-9]+$`)
+
+func validVersion(fail func(key, format string, args ...any), key, version string) {
+	if !gkeVersion.MatchString(version) {
+		fail(key, "%q is not a GKE version such as 1.33.5-gke.1162000", version)
+	}
 }
 
 // validGPUFault checks a gpuFault event against its pool (nil when the scenario has none of that name).
@@ -749,7 +861,20 @@ func (sc *Scenario) Pool(name string) *NodePool {
 
 // NodeName is the name of node i of a pool, shaped like GKE's: gke-CLUSTER-POOL-HASH-SUFFIX. The suffix is a
 // permutation of the index, so names in a pool never collide.
-func (sc *Scenario) NodeName(pool string, i int) string {
+func (sc *Scenario) NodeName(pool string, i int) string { return sc.nodeName(pool, i) }
+
+// ReplacementNodeName is the name of the node that took node i's place after generation replacements (an upgrade
+// each): a new suffix in the same instance group, as GKE names a surge node; generation 0 is NodeName.
+func (sc *Scenario) ReplacementNodeName(pool string, i, generation int) string {
+	nodes := 0
+	if p := sc.Pool(pool); p != nil {
+		nodes = p.Nodes
+	}
+	return sc.nodeName(pool, generation*nodes+i)
+}
+
+// nodeName names the slot-th VM ever created in a pool.
+func (sc *Scenario) nodeName(pool string, i int) string {
 	const suffixes = 36 * 36 * 36 * 36
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%s", sc.Cluster.Name, pool)

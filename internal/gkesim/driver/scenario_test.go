@@ -108,7 +108,7 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"node out of pool":      {base + "events: [{maintenance: {nodePool: gpu, nodes: [2]}}]\n", "events[0].maintenance.nodes[0]: node 2 is not in node pool gpu"},
 		"slice nodes":           {base + "events: [{maintenance: {nodePool: tpu, nodes: [0]}}]\n", "multi-host TPU slice"},
 		"bad type":              {base + "events: [{maintenance: {nodePool: gpu, type: SOON}}]\n", `"SOON" is not SCHEDULED or UNSCHEDULED`},
-		"report and preemption": {base + "events: [{at: 1h, report: {nodePool: gpu}, preemption: {nodePool: spot}}]\n", "events[0]: set exactly one of maintenance, preemption, report and gpuFault"},
+		"report and preemption": {base + "events: [{at: 1h, report: {nodePool: gpu}, preemption: {nodePool: spot}}]\n", "events[0]: set exactly one of maintenance, preemption, report, gpuFault, upgrade and autoUpgrade"},
 		"report behavior":       {base + "events: [{report: {nodePool: gpu, behavior: melted}}]\n", `events[0].report.behavior: "melted" is not a fault behavior`},
 		"report node":           {base + "events: [{report: {nodePool: gpu, nodes: [5]}}]\n", "events[0].report.nodes[0]: node 5 is not in node pool gpu"},
 		"report pool":           {base + "events: [{report: {nodePool: x}}]\n", `events[0].report.nodePool: "x" is not a node pool`},
@@ -128,7 +128,7 @@ func TestParseRejectsBadScenarios(t *testing.T) {
 		"topology sub-blocks": {base + "  - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, nodes: 2, topology: {nodesPerBlock: 4, nodesPerSubblock: 3}}\n",
 			"nodePools[3].topology.nodesPerSubblock: 3 does not divide the 4 nodes of a block into whole sub-blocks"},
 		"fault and maintenance": {gpuBase + "events: [{maintenance: {nodePool: a4}, gpuFault: {nodePool: a4, xid: 79}}]\n",
-			"events[0]: set exactly one of maintenance, preemption, report and gpuFault"},
+			"events[0]: set exactly one of maintenance, preemption, report, gpuFault, upgrade and autoUpgrade"},
 		"fault unknown key":  {gpuBase + "events: [{gpuFault: {nodePool: a4, xids: [79]}}]\n", "field xids not found"},
 		"fault pool":         {gpuBase + "events: [{gpuFault: {nodePool: x, xid: 79}}]\n", `events[0].gpuFault.nodePool: "x" is not a node pool`},
 		"fault without GPUs": {gpuBase + "events: [{gpuFault: {nodePool: gpu, xid: 79}}]\n", "events[0].gpuFault.nodePool: node pool gpu has no GPUs"},
@@ -327,4 +327,101 @@ func TestDemoShortensEveryMechanic(t *testing.T) {
 		}
 	}
 	check("", raw.GKE, reflect.TypeFor[Mechanics]())
+}
+
+// TestParseReportsEveryBadUpgradeField: each bad field of an upgrade or auto-upgrade event is named, and an upgrade
+// of a pool the scenario lacks is refused.
+func TestParseReportsEveryBadUpgradeField(t *testing.T) {
+	_, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 2}
+  - {name: tpu, machineType: ct5p-hightpu-4t, tpu: {accelerator: tpu-v5p-slice, topology: 2x2x2}, nodes: 2}
+events:
+  - {at: 1h, upgrade: {nodePool: l4, version: latest}}
+  - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: ROLLING, maxSurge: 3}}
+  - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: BLUE_GREEN}}
+  - {at: 1h, upgrade: {nodePool: nope, version: 1.33.5-gke.1201000}}
+  - {at: 1h, upgrade: {nodePool: tpu, version: 1.33.5-gke.1201000}}
+  - {at: 1h, autoUpgrade: {nodePool: gone, version: "1.33"}}
+  - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, maxSurge: -1}}
+`))
+	if err == nil {
+		t.Fatal("bad upgrades accepted")
+	}
+	for _, want := range []string{
+		`events[0].upgrade.version: "latest" is not a GKE version such as 1.33.5-gke.1162000`,
+		`events[1].upgrade.strategy: "ROLLING" is not SURGE`,
+		"events[1].upgrade.maxSurge: 3 is not from 1 to the pool's nodes",
+		"events[2].upgrade.strategy: BLUE_GREEN upgrades are not simulated",
+		`events[3].upgrade.nodePool: "nope" is not a node pool of the scenario`,
+		"events[4].upgrade.nodePool: node pool tpu is a multi-host TPU slice",
+		`events[5].autoUpgrade.nodePool: "gone" is not a node pool of the scenario`,
+		`events[5].autoUpgrade.version: "1.33" is not a GKE version`,
+		"events[6].upgrade.maxSurge: -1 is not from 1",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestParseUpgradeDefaults(t *testing.T) {
+	sc, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools: [{name: l4, machineType: g2-standard-8, nodes: 2}]
+events: [{at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := sc.Events[0].Upgrade; u.Strategy != StrategySurge || u.MaxSurge != 1 {
+		t.Errorf("upgrade defaults: strategy %q, maxSurge %d; want SURGE, 1", u.Strategy, u.MaxSurge)
+	}
+	if sc.GKE.DrainTimeout != Duration(time.Hour) {
+		t.Errorf("drain timeout %s, want GKE's 1h", time.Duration(sc.GKE.DrainTimeout))
+	}
+}
+
+// TestReplacementNodeNames: the nodes upgrades create in a pool never take a name used before in it.
+func TestReplacementNodeNames(t *testing.T) {
+	sc, err := Parse([]byte("cluster: {project: p, location: us-central1, name: c}\nnodePools: [{name: l4, machineType: g2-standard-8, nodes: 3}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for gen := range 4 {
+		for i := range 3 {
+			name := sc.ReplacementNodeName("l4", i, gen)
+			if seen[name] {
+				t.Fatalf("node %d of generation %d is named %s, used before", i, gen, name)
+			}
+			seen[name] = true
+			if gen == 0 && name != sc.NodeName("l4", i) {
+				t.Errorf("generation 0 of node %d is %s, want NodeName %s", i, name, sc.NodeName("l4", i))
+			}
+		}
+	}
+}
+
+func TestParseRejectsBadFlexStartPools(t *testing.T) {
+	_, err := Parse([]byte(`
+cluster: {project: p, location: us-central1, name: c}
+nodePools:
+  - {name: long, machineType: a3-highgpu-8g, nodes: 1, maxRunDuration: 169h}
+  - {name: plain, machineType: g2-standard-8, nodes: 1, replaceAtEnd: true}
+  - {name: both, machineType: g2-standard-8, nodes: 1, spot: true, maxRunDuration: 24h}
+`))
+	if err == nil {
+		t.Fatal("bad flex-start pools accepted")
+	}
+	for _, want := range []string{
+		"nodePools[0].maxRunDuration: 169h0m0s is beyond GKE's limit of 7 days (168h)",
+		"nodePools[1].replaceAtEnd: only the VMs of a flex-start pool end: set maxRunDuration",
+		"nodePools[2].maxRunDuration: a pool is either flex-start or Spot, not both",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
 }

@@ -27,8 +27,9 @@ type simWorkload struct {
 	w     *Workload
 	pools map[*NodePool]bool
 	// index numbers the nodes a Job, JobSet or DaemonSet runs a pod on, in scenario order: a Job's completion
-	// index on the node.
-	index map[string]int
+	// index on the node. It is by place in the pool, so that a node an upgrade created in another's place takes
+	// over its index.
+	index map[nodeSlot]int
 	// expected is the pods the owning controller wants.
 	expected int
 	owner    owner
@@ -43,11 +44,20 @@ type simWorkload struct {
 
 type pendingPod struct {
 	node    string
+	index   int // the Job completion index, -1 for other kinds
 	created time.Time
 }
 
+// nodeSlot is a node's place in its pool, which outlives the VMs an upgrade replaces.
+type nodeSlot struct {
+	pool  *NodePool
+	index int
+}
+
+func (sn *simNode) slot() nodeSlot { return nodeSlot{sn.pool, sn.index} }
+
 func newSimWorkload(sc *Scenario, w *Workload) *simWorkload {
-	sw := &simWorkload{w: w, pools: map[*NodePool]bool{}, index: map[string]int{}, pending: map[string]pendingPod{},
+	sw := &simWorkload{w: w, pools: map[*NodePool]bool{}, index: map[nodeSlot]int{}, pending: map[string]pendingPod{},
 		completed: map[int]bool{}}
 	for i := range sc.NodePools {
 		p := &sc.NodePools[i]
@@ -59,7 +69,7 @@ func newSimWorkload(sc *Scenario, w *Workload) *simWorkload {
 		}
 		for n := range p.Nodes {
 			if len(w.Nodes) == 0 || slices.Contains(w.Nodes, n) {
-				sw.index[sc.NodeName(p.Name, n)] = len(sw.index)
+				sw.index[nodeSlot{p, n}] = len(sw.index)
 			}
 		}
 	}
@@ -90,7 +100,8 @@ func (d *Driver) register(ctx context.Context) error {
 	}
 	now := time.Now()
 	for _, sn := range d.nodes {
-		node := newNode(d.sc, sn.pool, sn.index)
+		sn.ends = d.flexStartEnd(sn.pool, now)
+		node := newNode(d.sc, sn)
 		created, err := core.Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			created, err = core.Nodes().Get(ctx, node.Name, metav1.GetOptions{})
@@ -98,7 +109,11 @@ func (d *Driver) register(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("registering node %s: %w", node.Name, err)
 		}
-		created.Status = nodeStatus(d.sc, sn.pool, sn.index, true, now)
+		// A restarted driver keeps the end the VM was created with.
+		if end, err := time.Parse(time.RFC3339, created.Annotations[AnnotationMachineTermination]); err == nil && !sn.ends.IsZero() {
+			sn.ends = end
+		}
+		created.Status = nodeStatus(d.sc, sn, true, now)
 		applyGPUStatus(&created.Status, sn)
 		if _, err := core.Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("reporting node %s Ready: %w", node.Name, err)
@@ -207,11 +222,13 @@ func (sw *simWorkload) ownedBy(pod *corev1.Pod) bool {
 }
 
 // reconcileWorkload creates the pods the workload is missing once its start has come, as its controller and the
-// scheduler would: a Deployment's replicas on the least loaded nodes that can take them, a Job's or DaemonSet's on
-// each of its nodes that has none, except where the Job is complete. A Job's pod deleted before it succeeded is
-// replaced by a new one, which runs the full runFor again.
+// scheduler would: a Deployment's replicas on the least loaded nodes that can take them, a DaemonSet's on each of
+// its nodes that has none, a Job's for each completion index that has no live pod, except where the Job is
+// complete. A Job's pod deleted before it succeeded is replaced by a new one, which runs the full runFor again.
 func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []*corev1.Pod, now time.Time) {
 	perNode := map[string]int{}
+	// perIndex counts a Job's live pods by completion index: during an upgrade the old and the new node share one.
+	perIndex := map[int]int{}
 	live := 0
 	var firstStart time.Time
 	for _, pod := range pods {
@@ -230,6 +247,9 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 		}
 		if pod.DeletionTimestamp == nil {
 			perNode[pod.Spec.NodeName]++
+			if i, ok := completionIndex(pod); ok {
+				perIndex[i]++
+			}
 			live++
 		}
 	}
@@ -242,6 +262,7 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 			continue
 		}
 		perNode[p.node]++
+		perIndex[p.index]++
 		live++
 	}
 	if d.clock.story(now) < time.Duration(sw.w.StartAt) {
@@ -255,9 +276,10 @@ func (d *Driver) reconcileWorkload(ctx context.Context, sw *simWorkload, pods []
 	}
 	if sw.w.Kind != KindDeployment {
 		for _, sn := range candidates {
-			i, ok := sw.index[sn.name]
-			if ok && perNode[sn.name] == 0 && !sw.completed[i] {
-				d.createPod(ctx, sw, sn, i, now)
+			i, ok := sw.index[sn.slot()]
+			busy := perNode[sn.name] > 0 || (sw.job() && perIndex[i] > 0)
+			if ok && !busy && !sw.completed[i] && d.createPod(ctx, sw, sn, i, now) {
+				perIndex[i]++
 			}
 		}
 		return
@@ -283,7 +305,7 @@ func (d *Driver) createPod(ctx context.Context, sw *simWorkload, sn *simNode, in
 		d.logger.Warn("creating pod", "workload", sw.w.Namespace+"/"+sw.w.Name, "node", sn.name, "err", err)
 		return false
 	}
-	sw.pending[created.Name] = pendingPod{node: sn.name, created: now}
+	sw.pending[created.Name] = pendingPod{node: sn.name, index: index, created: now}
 	return true
 }
 

@@ -155,7 +155,6 @@ type Server struct {
 // New returns the metadata server of inst with no maintenance and no preemption.
 func New(inst Instance) *Server {
 	s := &Server{
-		inst:     inst,
 		values:   map[string]entry{},
 		changed:  make(chan struct{}),
 		faults:   map[string]*fault{},
@@ -163,6 +162,16 @@ func New(inst Instance) *Server {
 		requests: map[string]int{},
 		closed:   make(chan struct{}),
 	}
+	s.Replace(inst)
+	return s
+}
+
+// Replace makes the server describe a new VM, inst, created in place of the one before (a node pool upgrade's
+// new node on the same endpoint): its identity, no maintenance and no preemption.
+func (s *Server) Replace(inst Instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inst = inst
 	hostname := inst.Name + "." + inst.Zone + ".c." + inst.ProjectID + ".internal"
 	for key, value := range map[string]string{
 		KeyHostname:         hostname,
@@ -179,17 +188,24 @@ func New(inst Instance) *Server {
 			s.values[key] = entry{status: http.StatusOK, body: value}
 		}
 	}
-	s.Reset()
-	return s
+	s.resetLocked()
 }
 
 // Instance returns the VM the server describes.
-func (s *Server) Instance() Instance { return s.inst }
+func (s *Server) Instance() Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inst
+}
 
 // Reset returns the maintenance and preemption keys to a healthy VM's values, as after the VM is recreated.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.resetLocked()
+}
+
+func (s *Server) resetLocked() {
 	s.scheduled = nil
 	s.setLocked(KeyMaintenanceEvent, entry{status: http.StatusOK, body: EventNone})
 	s.setLocked(KeyPreempted, entry{status: http.StatusOK, body: "FALSE"})
