@@ -216,18 +216,27 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
         ],
       },
       {
-        // A preempted Spot VM's agent answers for seconds: its record and its alert share a group.
+        // A preempted Spot VM's agent answers for seconds: its records and its alert share a group, and the group
+        // reads nothing another group records from it.
         name: 'gke-disruption-spot',
+        local seen = 'node:gce_instance_preempted:seen',
+        local labels = std.join(', ', promql.nodeInfoLabels),
         rules: [
           {
-            // When each preempted node's agent last said so: the agent's answers of the last evaluationInterval
-            // (a preempted VM's agent is scraped only for seconds), else its own previous value for
-            // signalGapTolerance after, through the agent's end with its VM, until an agent answers again for the
-            // node that it is not preempted. Every node agent's series are read once a cycle, here; the alert
-            // after it reads this sparse series in the same group, so it fires whichever group runs first.
+            // The nodes whose agent said it is preempted within the last evaluationInterval (a preempted VM's
+            // agent is scraped only for seconds), valued with now: every node agent's series read once a cycle.
+            record: seen,
+            expr: '(max by (%s) (max_over_time(gce_instance_preempted{%s}[%s])) == 1) * 0 + time()\n' % [byNode, c.nodeAgentSelector, c.evaluationInterval],
+          },
+          {
+            // When each preempted node was last seen so, with the node's labels as they were when it first was:
+            // kept from its own previous value for signalGapTolerance after, through the agent's end with its VM
+            // and the node's deletion, until an agent answers again for the node that it is not preempted.
             record: promql.preempted,
             expr: |||
-              (max by (%(by)s) (max_over_time(gce_instance_preempted{%(agent)s}[%(interval)s])) == 1) * 0 + time()
+              %(recorded)s * 0 + on (%(by)s) group_left () %(seen)s
+              or on (%(by)s)
+              %(first)s
               or on (%(by)s)
               (
                 %(recorded)s > time() - %(memory)d
@@ -235,14 +244,15 @@ local capitalized(s) = std.asciiUpper(s[0]) + s[1:];
               )
             ||| % {
               by: byNode,
+              seen: seen,
+              first: utils.indent(promql.withNodeInfo(c, seen), 0),
               agent: c.nodeAgentSelector,
-              interval: c.evaluationInterval,
               recorded: promql.preempted,
               memory: utils.seconds(c.signalGapTolerance),
             },
           },
           alert('GKESpotNodePreempted', {
-            expr: promql.withNodeInfo(c, 'group by (%s) (%s)' % [byNode, promql.preempted]),
+            expr: 'group by (%s, %s) (%s)\n' % [byNode, labels, promql.preempted],
             annotations: {
               summary: 'A Spot node has been preempted.',
               description: 'Compute Engine has preempted Spot %s%s; the VM stops within seconds and its pods with it.' % [nodeRef, on],

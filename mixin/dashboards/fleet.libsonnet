@@ -269,7 +269,7 @@ local common = import 'common.libsonnet';
             g.stat('Pools behind a target version', 'Node pools with a newer version GKE would upgrade them to.', 'count(gke_node_pool_upgrade_target_version_info{%s, %s}) or vector(0)' % [c.clusterExporterSelector, sel]),
             g.stat('Next maintenance window', "When the cluster's next GKE maintenance window opens: auto-upgrades run only inside it.", 'min(gke_cluster_maintenance_window_next_start_timestamp_seconds{%s}) * 1000' % job(c.clusterExporterSelector), unit='dateTimeFromNow'),
             g.stat('Exclusions active', 'Maintenance exclusions in force (no upgrades, no minor upgrades, …).', 'count(gke_cluster_maintenance_exclusion_end_timestamp_seconds{%s} > time()) or vector(0)' % job(c.clusterExporterSelector)),
-            g.stat('Nodes GKE works on', "Nodes GKE is upgrading, repairing or draining itself (operation.gke.io/type, gke-current-operation).", 'count(group by (%s) (gke_node_gke_operation{%s})) or vector(0)' % [utils.labelList(c, ['node']), job(c.clusterExporterSelector)]),
+            g.stat('Nodes GKE works on', 'Nodes GKE is upgrading, repairing or draining itself (operation.gke.io/type, gke-current-operation).', 'count(group by (%s) (gke_node_gke_operation{%s})) or vector(0)' % [utils.labelList(c, ['node']), job(c.clusterExporterSelector)]),
             g.stat('Planned VM ends within 24h', 'Nodes whose maximum run duration (flex-start, queued provisioning) ends within 24 hours.', 'count(gke_node_termination_timestamp_seconds{%s} < time() + 86400) or vector(0)' % job(c.clusterExporterSelector)),
           ],
         },

@@ -86,8 +86,6 @@ local utils = import 'utils.libsonnet';
         or
         gce_instance_maintenance_event{%(agent)s, event!="NONE"}
         or
-        %(preempted)s
-        or
         %(unsupported)s
         or
         %(start)s
@@ -96,7 +94,6 @@ local utils = import 'utils.libsonnet';
       by: utils.labelList(config, ['node']),
       cluster: config.clusterExporterSelector,
       agent: config.nodeAgentSelector,
-      preempted: $.preempted,
       unsupported: $.upcomingUnsupported,
       start: $.maintenanceStart,
       gpuFault: $.gpuFaultSince,
