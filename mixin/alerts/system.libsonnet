@@ -193,6 +193,12 @@ local upcomingPath = 'instance/upcoming-maintenance';
               description: '{{ if eq $labels.problem "no_agent" }}No node agent reports on node {{ $labels.node }}{{ with $labels.node_pool }} (node pool {{ . }}){{ end }}%(on)s{{ else }}The node agent {{ $labels.instance }}{{ with $labels.node }} on node {{ . }}{{ end }}%(on)s has not reached its metadata server for {{ $value | humanizeDuration }}{{ end }}: its maintenance notices, Spot preemption and upcoming-maintenance windows are not seen, and a maintenance that could be rescheduled may be drained instead.' % { on: on },
             },
           }),
+        ],
+      },
+      {
+        // What a node agent's metadata server does not serve. A group of its own: it reads every agent's series.
+        name: 'gke-disruption-metadata',
+        rules: [
           alert('GKEDisruptionMetadataPathUnsupported', {
             // Without instance/upcoming-maintenance nobody tells whether a maintenance can be rescheduled: every
             // maintenance of the node is drained rather than started at a time of our choosing.
