@@ -10,7 +10,6 @@ package container
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/grpcserve"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -57,6 +58,8 @@ type operation struct {
 
 // Server is a simulated ClusterManager. Create it with New.
 type Server struct {
+	*grpcserve.Listeners // Serve, Start, Close
+
 	mu          sync.Mutex
 	clusters    map[string]*containerpb.Cluster             // by resource name
 	upgradeInfo map[string]*containerpb.NodePoolUpgradeInfo // by node pool resource name
@@ -65,17 +68,18 @@ type Server struct {
 	faults      map[string]*fault // by method; AnyMethod for all
 	latency     time.Duration
 	calls       map[string]int
-	stops       []func()
 }
 
 // New returns a simulator with no clusters.
 func New() *Server {
-	return &Server{
+	s := &Server{
 		clusters:    map[string]*containerpb.Cluster{},
 		upgradeInfo: map[string]*containerpb.NodePoolUpgradeInfo{},
 		faults:      map[string]*fault{},
 		calls:       map[string]int{},
 	}
+	s.Listeners = grpcserve.New(func(gs *grpc.Server) { containerpb.RegisterClusterManagerServer(gs, api{s: s}) })
+	return s
 }
 
 // SetCluster stores a copy of c as cluster c.Name of the project and location, replacing any before, and returns
@@ -276,47 +280,6 @@ func (s *Server) Calls(method string) int {
 		return n
 	}
 	return s.calls[method]
-}
-
-// Serve answers gRPC on l until ctx ends.
-func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	gs := grpc.NewServer()
-	containerpb.RegisterClusterManagerServer(gs, api{s: s})
-	stop := context.AfterFunc(ctx, gs.Stop)
-	defer stop()
-	return gs.Serve(l)
-}
-
-// Start serves on addr (127.0.0.1:0 when empty) in the background until Close, and returns the address to dial.
-func (s *Server) Start(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(ctx, l) // ends only when Close cancels ctx
-	}()
-	s.mu.Lock()
-	s.stops = append(s.stops, func() { cancel(); <-done })
-	s.mu.Unlock()
-	return l.Addr().String(), nil
-}
-
-// Close stops every listener Start opened.
-func (s *Server) Close() {
-	s.mu.Lock()
-	stops := s.stops
-	s.stops = nil
-	s.mu.Unlock()
-	for _, stop := range stops {
-		stop()
-	}
 }
 
 // admit counts a call, waits out the latency, and returns the injected fault's error, if any.

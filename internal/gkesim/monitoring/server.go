@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +24,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/grpcserve"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -96,6 +97,8 @@ type series struct {
 
 // Server is a simulated MetricService. Create it with New.
 type Server struct {
+	*grpcserve.Listeners // Serve, Start, Close
+
 	monitoringpb.UnimplementedMetricServiceServer
 
 	now         func() time.Time
@@ -113,7 +116,6 @@ type Server struct {
 	loopPages   bool          // every answer points back to the first page
 	latency     time.Duration // before every answer
 	calls       int
-	stops       []func()
 }
 
 // New returns a simulator with no data.
@@ -134,6 +136,7 @@ func New(opts Options) *Server {
 	if s.maxPageSize <= 0 || s.maxPageSize > MaxPageSize {
 		s.maxPageSize = MaxPageSize
 	}
+	s.Listeners = grpcserve.New(func(gs *grpc.Server) { monitoringpb.RegisterMetricServiceServer(gs, s) })
 	return s
 }
 
@@ -275,47 +278,6 @@ func seriesKey(metricType, resourceType string, resourceLabels, metricLabels map
 		}
 	}
 	return b.String()
-}
-
-// Serve answers gRPC on l until ctx ends.
-func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	gs := grpc.NewServer()
-	monitoringpb.RegisterMetricServiceServer(gs, s)
-	stop := context.AfterFunc(ctx, gs.Stop)
-	defer stop()
-	return gs.Serve(l)
-}
-
-// Start serves on addr (127.0.0.1:0 when empty) in the background until Close, and returns the address to dial.
-func (s *Server) Start(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(ctx, l) // ends only when Close cancels ctx
-	}()
-	s.mu.Lock()
-	s.stops = append(s.stops, func() { cancel(); <-done })
-	s.mu.Unlock()
-	return l.Addr().String(), nil
-}
-
-// Close stops every listener Start opened.
-func (s *Server) Close() {
-	s.mu.Lock()
-	stops := s.stops
-	s.stops = nil
-	s.mu.Unlock()
-	for _, stop := range stops {
-		stop()
-	}
 }
 
 // query is a validated ListTimeSeries request.
