@@ -29,12 +29,10 @@ import (
 	"cloud.google.com/go/monitoring/apiv3/v2/monitoringpb"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/googleapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -153,16 +151,9 @@ func (c Config) Validate() error {
 // NewClient connects to Cloud Monitoring with Application Default Credentials (Workload Identity on GKE), or, with
 // plaintext, to endpoint over unencrypted gRPC without credentials (the simulator).
 func NewClient(ctx context.Context, endpoint string, plaintext bool) (*monitoring.MetricClient, error) {
-	var opts []option.ClientOption
-	if endpoint != "" {
-		opts = append(opts, option.WithEndpoint(endpoint))
-	}
-	if plaintext {
-		if endpoint == "" {
-			return nil, errors.New("plaintext gRPC (--cloudmonitoring.insecure) needs an endpoint (--cloudmonitoring.endpoint)")
-		}
-		opts = append(opts, option.WithoutAuthentication(),
-			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	opts, err := googleapi.ClientOptions(endpoint, plaintext, "--cloudmonitoring.endpoint", "--cloudmonitoring.insecure")
+	if err != nil {
+		return nil, err
 	}
 	client, err := monitoring.NewMetricClient(ctx, opts...)
 	if err != nil {
@@ -407,7 +398,7 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	seen := map[string]bool{}
 	for pages := 1; ; pages++ {
 		page, next, pageErr := it.InternalFetch(c.cfg.PageSize, token)
-		code := grpcCode(pageErr).String()
+		code := googleapi.Code(pageErr).String()
 		var partial []string
 		if resp, ok := it.Response.(*monitoringpb.ListTimeSeriesResponse); ok && pageErr == nil {
 			for _, e := range resp.GetExecutionErrors() {
@@ -456,7 +447,7 @@ func (c *Collector) poll(ctx context.Context, q *query) error {
 	defer c.mu.Unlock()
 	q.attempted = true
 	q.lastErr = err
-	code := grpcCode(err)
+	code := googleapi.Code(err)
 	switch {
 	case err == nil:
 		q.succeeded = true

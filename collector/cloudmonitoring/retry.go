@@ -1,28 +1,12 @@
 package cloudmonitoring
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// grpcCode is the gRPC code of a listing's outcome, also for errors the client raises itself.
-func grpcCode(err error) codes.Code {
-	if s, ok := status.FromError(err); ok {
-		return s.Code()
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled
-	}
-	return codes.Unknown
-}
 
 // retryable codes mean the API is briefly unreachable or throttling: worth trying again before the next interval,
 // backing off. Other failures (permissions, a bad filter) will not heal by themselves and wait for the interval.

@@ -22,13 +22,11 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/api/option"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/googleapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
 
@@ -118,16 +116,9 @@ func (c Config) callTimeout() time.Duration {
 // NewClient connects to the GKE API with Application Default Credentials (Workload Identity on GKE), or, with
 // plaintext, to endpoint over unencrypted gRPC without credentials (the simulator).
 func NewClient(ctx context.Context, endpoint string, plaintext bool) (*container.ClusterManagerClient, error) {
-	var opts []option.ClientOption
-	if endpoint != "" {
-		opts = append(opts, option.WithEndpoint(endpoint))
-	}
-	if plaintext {
-		if endpoint == "" {
-			return nil, errors.New("plaintext gRPC (--gke.insecure) needs an endpoint (--gke.endpoint)")
-		}
-		opts = append(opts, option.WithoutAuthentication(),
-			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	opts, err := googleapi.ClientOptions(endpoint, plaintext, "--gke.endpoint", "--gke.insecure")
+	if err != nil {
+		return nil, err
 	}
 	client, err := container.NewClusterManagerClient(ctx, opts...)
 	if err != nil {
@@ -203,7 +194,7 @@ func (c *Collector) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		delay := c.cfg.Interval
-		if err := c.Poll(ctx); err != nil && retryable(grpcCode(err)) {
+		if err := c.Poll(ctx); err != nil && retryable(googleapi.Code(err)) {
 			delay = retry.NextBackOff()
 		} else {
 			retry.Reset()
@@ -279,7 +270,7 @@ func call[T any](ctx context.Context, c *Collector, method string, do func(conte
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.callTimeout())
 	defer cancel()
 	resp, err := do(ctx, gax.WithRetry(nil))
-	c.requests.WithLabelValues(method, grpcCode(err).String()).Inc()
+	c.requests.WithLabelValues(method, googleapi.Code(err).String()).Inc()
 	if err != nil {
 		err = &callError{method: method, err: err}
 	}
@@ -307,15 +298,15 @@ var permissions = map[string]string{
 func (c *Collector) reportLocked(err error) {
 	kind, fix := diagnose(err, c.cfg.Cluster)
 	if kind == "" {
-		c.logger.Warn("GKE API poll failed", "cluster", c.cfg.Cluster.String(), "code", grpcCode(err).String(), "err", err)
+		c.logger.Warn("GKE API poll failed", "cluster", c.cfg.Cluster.String(), "code", googleapi.Code(err).String(), "err", err)
 		return
 	}
 	if c.told[kind] {
-		c.logger.Debug("GKE API poll failed", "cluster", c.cfg.Cluster.String(), "code", grpcCode(err).String(), "err", err)
+		c.logger.Debug("GKE API poll failed", "cluster", c.cfg.Cluster.String(), "code", googleapi.Code(err).String(), "err", err)
 		return
 	}
 	c.told[kind] = true
-	c.logger.Error("GKE API poll failed: "+fix, "cluster", c.cfg.Cluster.String(), "code", grpcCode(err).String(), "err", err)
+	c.logger.Error("GKE API poll failed: "+fix, "cluster", c.cfg.Cluster.String(), "code", googleapi.Code(err).String(), "err", err)
 }
 
 // diagnose names a failure that will not heal by itself, and what fixes it; kind is empty for any other.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	gkesim "github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/googleapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 )
 
@@ -368,7 +369,7 @@ func TestPermissionDeniedToldOnceAndRecovers(t *testing.T) {
 			h.sim.FailWith(tc.method, tc.fault(h), -1)
 			for range 3 {
 				h.clock.Add(5 * time.Minute)
-				if err := h.c.Poll(context.Background()); grpcCode(err) != codes.PermissionDenied {
+				if err := h.c.Poll(context.Background()); googleapi.Code(err) != codes.PermissionDenied {
 					t.Fatalf("poll while denied: %v", err)
 				}
 			}
@@ -436,7 +437,7 @@ func TestSlowAnswersBounded(t *testing.T) {
 	h.fleet()
 	h.sim.SetLatency(time.Hour)
 	err := h.c.Poll(context.Background())
-	if grpcCode(err) != codes.DeadlineExceeded || !retryable(grpcCode(err)) {
+	if googleapi.Code(err) != codes.DeadlineExceeded || !retryable(googleapi.Code(err)) {
 		t.Fatalf("poll of a hanging API: %v", err)
 	}
 	if got := testutil.ToFloat64(h.c.requests.WithLabelValues(MethodGetCluster, "DeadlineExceeded")); got != 1 {
@@ -478,7 +479,7 @@ func TestCallsPerPollBounded(t *testing.T) {
 func TestNotFoundNamesTheFlag(t *testing.T) {
 	h := newHarness(t, Config{Cluster: Cluster{Project: "p1", Location: "us-central1", Name: "nope"}})
 	for range 2 {
-		if err := h.c.Poll(context.Background()); grpcCode(err) != codes.NotFound {
+		if err := h.c.Poll(context.Background()); googleapi.Code(err) != codes.NotFound {
 			t.Fatalf("poll of a missing cluster: %v", err)
 		}
 	}
