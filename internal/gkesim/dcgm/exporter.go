@@ -134,6 +134,14 @@ func (e *Exporter) Restart() {
 	}
 }
 
+// Resume serves again after the node's new boot with what the exporter showed before: DCGM's host engine kept its
+// state (a fault lingering after its repair).
+func (e *Exporter) Resume() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.running = true
+}
+
 // LastXid is the value DCGM_FI_DEV_XID_ERRORS shows for GPU gpu.
 func (e *Exporter) LastXid(gpu int) int {
 	e.mu.Lock()

@@ -62,6 +62,10 @@ type gpuHealth struct {
 	// stale is the condition of the last boot, until the device plugin runs in this one and removes it.
 	stale      *corev1.NodeCondition
 	staleUntil time.Time
+	// lingers is how long this boot's faults still show after the next boot (wall clock); dcgmForgetsAt is when
+	// dcgm-exporter forgets the last boot's Xids.
+	lingers       time.Duration
+	dcgmForgetsAt time.Time
 }
 
 type pendingXid struct {
@@ -92,20 +96,26 @@ func (sn *simNode) down() {
 }
 
 // up is the node's VM back in a new boot: a new boot ID; GKE's device plugin starts again, removes the condition
-// of the last boot (a moment later, once it runs: detection) and sees every GPU healthy; the dcgm-exporter pod
-// starts afresh, its last Xids forgotten.
+// of the last boot (a moment later, once it runs: detection, or as long as the fault lingers) and sees every GPU
+// healthy; the dcgm-exporter pod starts afresh, its last Xids forgotten (once a lingering fault is over).
 func (sn *simNode) up(now time.Time, detection time.Duration) {
-	last := sn.gpu.condition(sn.bootID)
+	last, lingers := sn.gpu.condition(sn.bootID), sn.gpu.lingers
 	sn.ready = true
 	sn.boots++
 	sn.bootID = bootID(sn.name, sn.boots)
 	sn.gpu = gpuHealth{}
 	if last != nil {
-		sn.gpu.stale, sn.gpu.staleUntil = last, now.Add(detection)
+		sn.gpu.stale, sn.gpu.staleUntil = last, now.Add(max(detection, lingers))
 	}
-	if sn.dcgm != nil {
-		sn.dcgm.Restart()
+	if sn.dcgm == nil {
+		return
 	}
+	if lingers > 0 {
+		sn.dcgm.Resume()
+		sn.gpu.dcgmForgetsAt = now.Add(lingers)
+		return
+	}
+	sn.dcgm.Restart()
 }
 
 // condition is the XidCriticalError condition the device plugin shows now, set in boot, or nil.
@@ -160,6 +170,7 @@ func (d *Driver) startGPUFault(index int, f *GPUFaultEvent, now time.Time) {
 			}
 		}
 		slices.SortStableFunc(g.pending, func(a, b pendingXid) int { return a.at.Compare(b.at) })
+		g.lingers = max(g.lingers, d.clock.wall(time.Duration(f.Lingers)))
 		if f.Notice != nil && g.notice == nil {
 			g.notice = &pendingNotice{at: now.Add(d.clock.wall(time.Duration(f.Notice.After))), notice: f.Notice}
 		}
@@ -182,6 +193,10 @@ func (d *Driver) advanceGPU(sn *simNode, now time.Time) {
 	}
 	if g.stale != nil && !now.Before(g.staleUntil) {
 		g.stale = nil
+	}
+	if !g.dcgmForgetsAt.IsZero() && !now.Before(g.dcgmForgetsAt) {
+		g.dcgmForgetsAt = time.Time{}
+		sn.dcgm.Restart()
 	}
 	if g.notice == nil || now.Before(g.notice.at) {
 		return

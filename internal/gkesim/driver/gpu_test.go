@@ -21,17 +21,20 @@ import (
 
 // gpuScenario has an A4 pool whose node 0 loses a GPU (Xid 79, with companions, announced by GKE 3 s later) and
 // whose node 1 has a double-bit ECC error (Xid 48, never announced), and a pool of two topology blocks whose second
-// block has an Xid 45 storm.
+// block has an Xid 45 storm, and a lone A3 node whose Xid 79 lingers 3 s past its repair.
 const gpuScenario = `
 cluster: {project: sim-project, location: us-central1, name: sim}
 gke:
   failureRepair: 2s
+  reportOperation: 500ms
+  workloadEviction: 500ms
   xidDetection: 200ms
   xidHeartbeat: 1s
   field: {labelConsumed: 100ms, passthrough: 200ms, windowRewritten: 300ms, windowStartedTaint: 400ms, notReady: 600ms}
 nodePools:
   - {name: a4, machineType: a4-highgpu-8g, accelerator: nvidia-b200, acceleratorCount: 8, nodes: 2}
   - {name: a3, machineType: a3-ultragpu-8g, accelerator: nvidia-h200-141gb, acceleratorCount: 8, nodes: 4, topology: {nodesPerBlock: 2}}
+  - {name: lingering, machineType: a3-ultragpu-8g, accelerator: nvidia-h200-141gb, acceleratorCount: 8, nodes: 1}
 events:
   - at: 0s
     gpuFault:
@@ -43,6 +46,7 @@ events:
       notice: {after: 3s}
   - {at: 0s, gpuFault: {nodePool: a4, nodes: [1], xid: 48, gpu: 5, rowRemapFailure: true}}
   - {at: 0s, gpuFault: {nodePool: a3, block: 1, xid: 45}}
+  - {at: 0s, gpuFault: {nodePool: lingering, xid: 79, companions: [], lingers: 3s}}
 `
 
 // lastXid scrapes the node's dcgm-exporter, parses the exposition as Prometheus does and returns
@@ -244,6 +248,31 @@ func TestDriverPlaysGPUFault(t *testing.T) {
 		}
 		if c := findCondition(get(ecc), gke.ConditionXidCriticalError); c == nil {
 			t.Error("the other node's condition went with the repair")
+		}
+	})
+
+	t.Run("a lingering fault shows past the repair, then goes", func(t *testing.T) {
+		node := d.sc.NodeName("lingering", 0)
+		before := get(node).Status.NodeInfo.BootID
+		testenv.Eventually(t, wait, "fault seen", func() error {
+			return h.saw(node, `xid=True/{"79":true}/current-boot=true allocatable=8 scheduled=false ready=true`)
+		})
+		if err := updateNode(ctx, api.Client, node, func(n *corev1.Node) bool {
+			n.Labels[gke.LabelFaultBehavior] = string(gke.FaultXID)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, wait, "back in a new boot with the last boot's fault showing, then without it", func() error {
+			return h.saw(node,
+				`xid=True/{"79":true}/current-boot=false allocatable=8 scheduled=false ready=true`,
+				"xid=none allocatable=8 scheduled=false ready=true")
+		})
+		if boot := get(node).Status.NodeInfo.BootID; boot == before {
+			t.Errorf("boot ID %q unchanged by the repair", boot)
+		}
+		if got, err := lastXid(t, d, node, 0); err != nil || got != 0 {
+			t.Errorf("dcgm-exporter once the fault stopped lingering: last Xid %d (%v), want 0", got, err)
 		}
 	})
 

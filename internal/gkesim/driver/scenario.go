@@ -329,6 +329,10 @@ type GPUFaultEvent struct {
 	Companions *[]CompanionXid `yaml:"companions"`
 	// Notice is GKE's maintenance announcing the host's repair; left out, GKE announces none.
 	Notice *GPUFaultNotice `yaml:"notice"`
+	// Lingers is how long the fault still shows after the node's next boot (story time; default: until the device
+	// plugin runs, xidDetection): the device plugin keeps the last boot's condition, and dcgm-exporter, whose host
+	// engine kept its state, its last Xids. What the product must not take for a new fault.
+	Lingers Duration `yaml:"lingers"`
 }
 
 // CompanionXid is an Xid GPUs of the node log after the fault.
@@ -813,6 +817,9 @@ func validGPUFault(fail func(key, format string, args ...any), key string, f *GP
 		}
 	}
 	validGPU(key+".gpu", f.GPU)
+	if f.Lingers < 0 {
+		fail(key+".lingers", "%s: a fault lingers for no time or longer", time.Duration(f.Lingers))
+	}
 	if f.Companions != nil {
 		for i, c := range *f.Companions {
 			ck := fmt.Sprintf("%s.companions[%d]", key, i)
