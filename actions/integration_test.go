@@ -34,6 +34,7 @@ func TestActions(t *testing.T) {
 	t.Run("DrainGraceCapsDaemonSetsAndSelf", func(t *testing.T) { testDrain(t, api, kl) })
 	t.Run("DrainBlockedByPDB", func(t *testing.T) { testDrainBlockedByPDB(t, api) })
 	t.Run("OthersCordonKept", func(t *testing.T) { testOthersCordonKept(t, api) })
+	t.Run("GKEOperationIsGKEs", func(t *testing.T) { testGKEOperationIsGKEs(t, api) })
 	t.Run("DuplicateWebhooks", func(t *testing.T) { testDuplicateWebhooks(t, api) })
 	t.Run("SpoofedAlerts", func(t *testing.T) { testSpoofedAlerts(t, api) })
 	t.Run("AuthAndBadRequests", func(t *testing.T) { testAuthAndBadRequests(t, api) })
@@ -273,6 +274,72 @@ func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
 	n := c.waitNode(node, "drain done", inState(nodeview.Done))
 	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != r.identity {
 		t.Errorf("the drain's cordon should be ours: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+}
+
+// testGKEOperationIsGKEs: a node GKE drains for its upgrade is waited on (other_owner) and never touched; work under
+// way on a node when GKE's upgrade takes it ends done, reason replaced, its drain stopped and the cordon left to
+// GKE; the node GKE re-creates under its name has nothing of ours.
+func testGKEOperationIsGKEs(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("gkeop")
+	ns := api.Namespace("gkeop")
+	held, taken := unique("gpu"), unique("gpu")
+	gkeDrains := func(n *corev1.Node) {
+		n.Labels[gke.LabelOperationType] = "drain"
+		n.Annotations = map[string]string{gke.AnnotationCurrentOperation: `{"operation_type":"UPGRADE_NODES"}`}
+		n.Spec.Unschedulable = true
+	}
+	c.node(held, map[string]string{"pool": pool}, withScheduledMaintenance, gkeDrains)
+	c.node(taken, map[string]string{"pool": pool}, withScheduledMaintenance)
+	// A pod no eviction moves (its PDB never allows one): the drain stays under way until GKE's upgrade comes.
+	c.pod(ns, "guarded", taken, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
+	one := intstr.FromInt32(1)
+	if _, err := api.Client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "maxUnavailable: 1", "maxUnavailable: 2", 1), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(held, nodeview.Drain, false, startsAt))
+	c.waitEvent(held, "held by gke-operation drain,upgrade_nodes")
+	r.waitMetric("waiting on GKE", "gke_disruption_actions_waiting", map[string]string{"action": "drain", "pool": pool, "reason": "other_owner"}, 1)
+
+	mustAccept(t, r, alert(taken, nodeview.Drain, false, startsAt))
+	c.waitNode(taken, "draining", inState(nodeview.Draining))
+	c.updateNode(taken, "GKE's upgrade drains the node", func(n *corev1.Node) {
+		n.Labels[gke.LabelOperationType] = "drain"
+	})
+	n := c.waitNode(taken, "work handed over to GKE", inState(nodeview.Done))
+	if reason := n.Annotations[nodeview.AnnotationReason]; !strings.HasPrefix(reason, "replaced: ") {
+		t.Errorf("reason %q, want replaced: ...", reason)
+	}
+	if !n.Spec.Unschedulable || n.Annotations[nodeview.AnnotationCordonedBy] != "" {
+		t.Errorf("the cordon under GKE's drain: unschedulable %v, cordoned-by %q; want kept, no longer ours", n.Spec.Unschedulable, n.Annotations[nodeview.AnnotationCordonedBy])
+	}
+	c.waitEvent(taken, "replaced: GKE's own work on the node (drain)")
+
+	// GKE deletes the node and the new VM registers under the same name; the alert still repeats meanwhile.
+	if err := api.Client.CoreV1().Nodes().Delete(context.Background(), taken, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.node(taken, map[string]string{"pool": pool})
+	mustAccept(t, r, alert(taken, nodeview.Drain, false, startsAt))
+	time.Sleep(time.Second) // a reconcile's time: work resumed would show now
+	for _, name := range []string{held, taken} {
+		n := c.get(name)
+		if rec := nodeview.ReadRecord(n.Annotations); rec.Active() || rec.HoldsCordon() {
+			t.Errorf("node %s: work of ours %+v", name, rec)
+		}
+	}
+	if n := c.get(taken); n.Spec.Unschedulable {
+		t.Error("the re-created node was cordoned")
+	}
+	if n := c.get(held); !n.Spec.Unschedulable || nodeview.ReadRecord(n.Annotations).Phase != "" {
+		t.Errorf("the node GKE drains was touched: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
 

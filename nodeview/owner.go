@@ -30,20 +30,28 @@ const (
 	// OwnerGKEMaintenanceHandler: GKE's maintenance-handler DaemonSet (from k8s-node-termination-handler) tainted
 	// the node with cloud.google.com/impending-node-termination and drains it.
 	OwnerGKEMaintenanceHandler = "gke-maintenance-handler"
+	// OwnerGKEOperation: GKE's own work on the node (gke.Operations: an upgrade's or resize's drain, an auto-repair),
+	// which drains the node and deletes or re-creates it.
+	OwnerGKEOperation = "gke-operation"
 	OwnerClusterAutoscaler     = "cluster-autoscaler"
 	OwnerNVSentinel            = "nvsentinel"
 	// OwnerCordon: cordoned by someone else (kubectl, GKE auto-repair, another controller) without a known mark.
 	OwnerCordon = "cordon"
 )
 
-// OtherOwner names who other than this service holds the node (cordoned it, or is draining it), or "". A cordon is
-// ours only when AnnotationCordonedBy says so.
-func OtherOwner(node *corev1.Node) string {
+// OtherOwner names who other than this service holds the node (cordoned it, or is draining it), or "", given GKE's
+// own operations on it (gke.Operations). A cordon is ours only when AnnotationCordonedBy says so.
+func OtherOwner(node *corev1.Node, gkeOperations []string) string {
 	for _, t := range node.Spec.Taints {
-		switch t.Key {
-		case gke.TaintImpendingTermination:
+		if t.Key == gke.TaintImpendingTermination {
 			return OwnerGKEMaintenanceHandler
-		case TaintClusterAutoscalerToBeDeleted:
+		}
+	}
+	if len(gkeOperations) > 0 {
+		return OwnerGKEOperation
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == TaintClusterAutoscalerToBeDeleted {
 			return OwnerClusterAutoscaler
 		}
 	}

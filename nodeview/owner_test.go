@@ -16,6 +16,7 @@ func TestOtherOwner(t *testing.T) {
 		unschedulable bool
 		taints        []corev1.Taint
 		annotations   map[string]string
+		operations    []string
 		want          string
 	}{
 		{name: "free", want: ""},
@@ -27,10 +28,14 @@ func TestOtherOwner(t *testing.T) {
 		{name: "NVSentinel quarantine", unschedulable: true, annotations: map[string]string{AnnotationNVSentinelQuarantine: `{"checkName":"GpuXidError"}`}, want: OwnerNVSentinel},
 		{name: "another hand's taint over our cordon", unschedulable: true, taints: []corev1.Taint{taint(TaintClusterAutoscalerToBeDeleted)},
 			annotations: map[string]string{AnnotationCordonedBy: "replica-a"}, want: OwnerClusterAutoscaler},
+		{name: "GKE's upgrade drain", unschedulable: true, operations: []string{"drain", "upgrade_nodes"}, want: OwnerGKEOperation},
+		{name: "GKE's operation over our cordon", unschedulable: true, operations: []string{"auto_repair_nodes"},
+			annotations: map[string]string{AnnotationCordonedBy: "replica-a"}, want: OwnerGKEOperation},
+		{name: "GKE's operation before it cordons", operations: []string{"drain"}, want: OwnerGKEOperation},
 	} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: tc.annotations},
 			Spec: corev1.NodeSpec{Unschedulable: tc.unschedulable, Taints: tc.taints}}
-		if got := OtherOwner(n); got != tc.want {
+		if got := OtherOwner(n, tc.operations); got != tc.want {
 			t.Errorf("%s: OtherOwner = %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -139,7 +139,6 @@ func Of(node *corev1.Node) *View {
 		OpportunisticConfigured:     node.Annotations[gke.AnnotationOpportunisticConfig] != "",
 		OpportunisticDisabled:       labels[gke.LabelOpportunisticDisable] == "true",
 		Record:                      ReadRecord(node.Annotations),
-		HeldBy:                      OtherOwner(node),
 	}
 	if hosts, ok := gke.TPUSliceHosts(labels); ok {
 		v.TPUSliceHosts = hosts
@@ -163,6 +162,7 @@ func Of(node *corev1.Node) *View {
 	if v.GKEOperations, err = gke.Operations(labels, node.Annotations); err != nil {
 		v.Unreadable = append(v.Unreadable, Unreadable{gke.AnnotationCurrentOperation, node.Annotations[gke.AnnotationCurrentOperation]})
 	}
+	v.HeldBy = OtherOwner(node, v.GKEOperations)
 	if raw, ok := node.Annotations[gke.AnnotationMachineTerminationDatetime]; ok {
 		if v.PlannedTermination, err = gke.ParseTerminationTime(raw); err != nil {
 			v.Unreadable = append(v.Unreadable, Unreadable{gke.AnnotationMachineTerminationDatetime, raw})

@@ -28,6 +28,7 @@ const (
 	reasonRefused              = "DisruptionActionRefused"
 	reasonDryRun               = "DisruptionActionDryRun"
 	reasonAbandoned            = "DisruptionActionAbandoned"
+	reasonHandedOver           = "DisruptionHandedOverToGKE"
 	reasonDrainStarted         = "DisruptionDrainStarted"
 	reasonDrainSucceeded       = "DisruptionDrainSucceeded"
 	reasonDrainFailed          = "DisruptionDrainFailed"
@@ -197,6 +198,8 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Re
 		return e.noteReportStatus(ctx, node, why)
 	case nodestate.StepFail:
 		return e.endReport(ctx, node, rec, nodeview.Failed, why)
+	case nodestate.StepHandOver:
+		return e.handOver(ctx, node, rec, why)
 	}
 	return fmt.Errorf("unknown lifecycle step %q", step)
 }
@@ -688,6 +691,30 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodeview.
 	}
 	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonAbandoned, "%s: %s", rec.Action, msg)
 	e.logger.Info("work ended", "node", node.Name, "action", rec.Action, "why", msg)
+	return nil
+}
+
+// handOver ends work on a node GKE's own operation drains and replaces: done, our drain stopped, the cordon left in
+// place and no longer marked ours, so that nothing of ours lifts it under GKE's drain; our perform-maintenance
+// request, if any, goes with the node.
+func (e *Executor) handOver(ctx context.Context, node *corev1.Node, rec nodeview.Record, why string) error {
+	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
+		nodeview.AnnotationReason:     why,
+		nodeview.AnnotationCordonedBy: nil,
+	}}
+	if rec.Active() {
+		p.annotations[nodeview.AnnotationState] = string(nodeview.Done)
+		p.annotations[nodeview.AnnotationFinishedAt] = nodeview.FormatTime(time.Now())
+	}
+	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
+		return fmt.Errorf("handing the node over to GKE: %w", err)
+	}
+	e.stopDrain(node.Name, "")
+	if rec.Phase == nodeview.Accepted || rec.Phase == nodeview.Draining {
+		e.metrics.actions.WithLabelValues(string(rec.Action), resultSkipped).Inc()
+	}
+	e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonHandedOver, "%s: %s", rec.Action, why)
+	e.logger.Info("work handed over to GKE", "node", node.Name, "action", rec.Action, "why", why)
 	return nil
 }
 

@@ -5,6 +5,7 @@ package nodestate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -19,6 +20,9 @@ import (
 //	                   │            └──(perform-maintenance)──► maintenance-requested ──GKE finished──► done        │
 //	                   └──(perform-maintenance, no drain first)──┘                                                 ▼
 //	                                                          GKE finished / maintenance moved or vanished: failed
+//
+// GKE's own operation on the node (an upgrade's or resize's drain, an auto-repair) ends any of it but a report at
+// once: done, reason "replaced", our drain stopped, the cordon left in place and no longer ours.
 //
 // Events that move it: the claim (an alert decided by the policy); drain done or failed; GKE maintenance started
 // (active-node-maintenance label or impending-termination taint: noted once); GKE finished (quiet and Ready after
@@ -43,6 +47,9 @@ type Observation struct {
 	ReportStatus  gke.ReportStatus
 	// BootID is the node's boot: a GPU fault's drain ends when it changes.
 	BootID string
+	// GKEOperations are GKE's own work on the node (an upgrade's or resize's drain, an auto-repair), which deletes
+	// or re-creates it.
+	GKEOperations []string
 }
 
 // Observe takes the observation from a node's view.
@@ -55,6 +62,7 @@ func Observe(v *nodeview.View) Observation {
 		FaultBehavior:    v.FaultBehavior,
 		ReportStatus:     v.ReportStatus,
 		BootID:           v.BootID,
+		GKEOperations:    v.GKEOperations,
 	}
 }
 
@@ -85,7 +93,13 @@ const (
 	StepNoteReportStatus Step = "note-report-status"
 	// StepFail: GKE's work failed; end the work as failed.
 	StepFail Step = "fail"
+	// StepHandOver: GKE's own operation took the node, which it drains and replaces; end the work as done, stop
+	// our drain, and leave the cordon to GKE (never lifted by us, no longer ours).
+	StepHandOver Step = "hand-over"
 )
+
+// ReasonReplaced begins the reason of work handed over to GKE's own operation (StepHandOver).
+const ReasonReplaced = "replaced"
 
 // Next is the lifecycle: the step the work recorded in r takes when the node shows o. drainFirst is the policy's
 // performMaintenance.drainFirst. The reason explains the step for Events and the reason annotation.
@@ -95,6 +109,11 @@ func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	}
 	if r.Action == nodeview.ReportFaultyHost {
 		return nextReport(r, o)
+	}
+	if len(o.GKEOperations) > 0 {
+		// Whatever this work was for, GKE drains the node now and deletes or re-creates it: the new VM is a new node.
+		return StepHandOver, fmt.Sprintf("%s: GKE's own work on the node (%s) drains and replaces it; this service stops and leaves the node, its cordon included, to GKE",
+			ReasonReplaced, strings.Join(o.GKEOperations, ","))
 	}
 	if r.FaultDrain() {
 		return nextFaultDrain(r, o)

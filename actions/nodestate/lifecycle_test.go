@@ -20,6 +20,7 @@ func TestNext(t *testing.T) {
 	gone := Observation{Ready: true}
 	inMaint := Observation{Maintenance: scheduledA, InMaintenance: true, Ready: true}
 	requested := Observation{Maintenance: scheduledA, PerformRequested: true, Ready: true}
+	upgrading := Observation{Maintenance: scheduledA, Ready: true, GKEOperations: []string{"drain", "upgrade_nodes"}}
 	rec := func(a nodeview.Action, p nodeview.Phase, mods ...func(*nodeview.Record)) nodeview.Record {
 		r := nodeview.Record{Action: a, Phase: p, Maintenance: scheduledA.Key()}
 		for _, m := range mods {
@@ -70,6 +71,12 @@ func TestNext(t *testing.T) {
 		{"requested, finished while unobserved", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), gone, false, StepFinish},
 		{"requested, maintenance moved instead", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), Observation{Maintenance: scheduledB, PerformRequested: true, Ready: true}, false, StepAbandon},
 		{"requested, maintenance vanished, request still set", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), Observation{PerformRequested: true, Ready: true}, false, StepAbandon},
+		{"accepted, GKE's upgrade drains the node", rec(nodeview.Drain, nodeview.Accepted), upgrading, false, StepHandOver},
+		{"draining, GKE's upgrade drains the node", rec(nodeview.Drain, nodeview.Draining, cordoned), upgrading, false, StepHandOver},
+		{"requested, GKE's upgrade drains the node", rec(nodeview.PerformMaintenance, nodeview.MaintenanceRequested), upgrading, false, StepHandOver},
+		{"drained, cordon held, GKE's auto-repair", rec(nodeview.Drain, nodeview.Done, cordoned), Observation{Maintenance: scheduledA, GKEOperations: []string{"auto_repair_nodes"}}, false, StepHandOver},
+		{"done without a cordon, GKE's upgrade: nothing left", rec(nodeview.Drain, nodeview.Done), upgrading, false, StepNone},
+		{"a report is GKE's already: its own lifecycle", nodeview.Record{Action: nodeview.ReportFaultyHost, Phase: nodeview.HostReported}, Observation{FaultBehavior: "XID", ReportStatus: gke.ReportOperationRunning, GKEOperations: []string{"drain"}}, false, StepNoteReportStatus},
 	} {
 		if got, _ := Next(tc.r, tc.o, tc.drainFirst); got != tc.want {
 			t.Errorf("%s: Next = %s, want %s", tc.name, got, tc.want)
@@ -111,24 +118,42 @@ func (w *world) settle(t *testing.T, trace []string) {
 			if !w.alert || Serves(w.rec, m) || w.rec.Active() {
 				return
 			}
-			if !m.Pending() || w.obs.InMaintenance || w.obs.PerformRequested {
-				w.alert = false // refused
+			if !m.Pending() || w.obs.InMaintenance || w.obs.PerformRequested || len(w.obs.GKEOperations) > 0 {
+				w.alert = false // refused, or waits for the other owner
 				return
 			}
 			w.rec = nodeview.Record{Action: w.action, Phase: nodeview.Accepted, Maintenance: m.Key()}
 			w.claims[m.Key()]++
+		case StepStartDrain, StepRequest:
+			if len(w.obs.GKEOperations) > 0 {
+				t.Fatalf("%s: %s on a node GKE's own work holds", strings.Join(trace, " → "), step)
+			}
+		}
+		switch step {
 		case StepStartDrain:
 			if !w.cordoned {
 				w.cordoned, w.rec.CordonedBy = true, "us"
 			}
 			w.rec.Phase = nodeview.Draining
 		case StepContinueDrain:
+			if len(w.obs.GKEOperations) > 0 {
+				t.Fatalf("%s: this service drains a node GKE's own work holds", strings.Join(trace, " → "))
+			}
 			return // the drain runs until an event ends it
 		case StepRequest:
 			w.obs.PerformRequested, w.rec.Phase = true, nodeview.MaintenanceRequested
 		case StepNoteSeen:
 			w.rec.MaintenanceSeen = true
+		case StepHandOver:
+			// The cordon stays, GKE's now.
+			w.rec.CordonedBy = ""
+			if w.rec.Active() {
+				w.rec.Phase = nodeview.Done
+			}
 		case StepYield, StepAbandon, StepFinish:
+			if len(w.obs.GKEOperations) > 0 {
+				t.Fatalf("%s: %s lifts or withdraws on a node GKE's own work holds", strings.Join(trace, " → "), step)
+			}
 			if w.rec.Phase == nodeview.MaintenanceRequested && step == StepAbandon {
 				w.obs.PerformRequested = false
 			}
@@ -185,6 +210,13 @@ var events = map[string]func(w *world){
 	},
 	// A restart or a change of leader loses the alerts held in memory; the node's record stays.
 	"restart": func(w *world) { w.alert = false },
+	// GKE's upgrade drains the node (cordoned by GKE); it then re-creates it (recreated) or the drain is called off.
+	"gke-operation": func(w *world) { w.obs.GKEOperations, w.cordoned = []string{"drain", "upgrade_nodes"}, true },
+	"gke-operation-off": func(w *world) {
+		if len(w.obs.GKEOperations) > 0 {
+			w.obs.GKEOperations = nil
+		}
+	},
 	// Deleted and re-created under the same name: a new node with nothing of ours on it.
 	"recreated": func(w *world) {
 		w.obs, w.cordoned, w.rec = Observation{Maintenance: scheduledA, Ready: true}, false, nodeview.Record{}
@@ -314,6 +346,7 @@ func TestNextFaultDrain(t *testing.T) {
 		{"accepted, GKE started first", rec(nodeview.Accepted, false), gkeWorking, StepYield, "GKE started"},
 		{"draining while GKE works: carries on", rec(nodeview.Draining, true), gkeWorking, StepContinueDrain, ""},
 		{"done without a cordon is final", rec(nodeview.Done, false), newBoot, StepNone, ""},
+		{"drained, GKE's upgrade drains the node: handed over", rec(nodeview.Done, true), Observation{BootID: "boot-1", GKEOperations: []string{"drain"}}, StepHandOver, "replaced: GKE's own work on the node (drain)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			step, why := Next(tc.r, tc.o, false)

@@ -36,12 +36,16 @@ type OpportunisticInput struct {
 // GKE says can be rescheduled (its annotation, else a live alert's can_reschedule) starting within window, not opted out (cloud.google.com/opportunistic-disable=true)
 // and not left to GKE's own opportunistic maintenance (node.gke.io/opportunistic-config), with no pod on it opted out
 // (OptsOut); and taking it keeps
-// minNodes units of the pool available. The unit whose maintenance comes first wins. It returns nil when none may go,
+// minNodes units of the pool available; none while GKE's own work (an upgrade, a resize, an auto-repair) is on any
+// node of the pool. The unit whose maintenance comes first wins. It returns nil when none may go,
 // else the unit's nodes and a reason for the Event.
 func PickOpportunistic(in OpportunisticInput) ([]*nodeview.View, string) {
 	o := in.Pool.Opportunistic
 	if o == nil {
 		return nil, ""
+	}
+	if slices.ContainsFunc(in.Nodes, func(n *nodeview.View) bool { return len(n.GKEOperations) > 0 }) {
+		return nil, "" // GKE is upgrading, resizing or repairing the pool: its nodes are GKE's until it is done
 	}
 	units := map[string][]*nodeview.View{}
 	down := map[string]bool{}

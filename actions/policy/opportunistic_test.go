@@ -92,6 +92,19 @@ func TestPickOpportunistic(t *testing.T) {
 		}
 	}
 
+	// A pool GKE is upgrading: no maintenance of ours on any of its nodes, however idle, until GKE is done.
+	nodes = fleet("u", "l4-serve", 6, in5d)
+	for _, n := range nodes {
+		idleFor[n.Name] = time.Hour
+	}
+	if got := fmt.Sprint(pick(nodes)); got != "[u-0]" {
+		t.Fatalf("before the upgrade: picked %s, want u-0", got)
+	}
+	nodes[5].Labels[gke.LabelOperationType] = "drain"
+	if got := pick(nodes); got != nil {
+		t.Errorf("GKE drains u-5 for its upgrade: picked %v in the pool being upgraded", got)
+	}
+
 	// minNodes counts a node cordoned by someone else as unavailable.
 	nodes = fleet("y", "l4-serve", 4, in5d, cordoned)
 	for _, n := range nodes {

@@ -328,6 +328,9 @@ func decide(cfg *config.Config, in Input) Decision {
 		// A report cordons and drains nothing of ours (GKE evicts), so another hand's hold is no conflict: a node
 		// quarantined for its faults is the very node to report.
 		if owner := n.HeldBy; owner != "" && in.Request.Action != nodeview.ReportFaultyHost {
+			if owner == nodeview.OwnerGKEOperation {
+				owner += " " + strings.Join(n.GKEOperations, ",")
+			}
 			return wait(WaitOtherOwner, "node %s is held by %s (cordoned or being drained by another hand); this service waits and never drains or uncordons it", n.Name, owner)
 		}
 	}

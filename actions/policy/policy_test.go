@@ -208,6 +208,14 @@ func TestDecide(t *testing.T) {
 			want: Wait, reason: "held by nvsentinel", code: WaitOtherOwner,
 		},
 		{
+			name: "a candidate GKE drains for its upgrade waits, cordoned or not yet",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, func(n *corev1.Node) {
+				n.Labels[gke.LabelOperationType] = "drain"
+				n.Annotations = map[string]string{gke.AnnotationCurrentOperation: `{"operation_type":"UPGRADE_NODES"}`}
+			}),
+			want: Wait, reason: "held by gke-operation drain,upgrade_nodes", code: WaitOtherOwner,
+		},
+		{
 			name: "percent maxUnavailable: 25% of 8 is 2, one taken",
 			req:  drain, node: "batch-0", cluster: fleet("batch", "batch", 8, nil, cordoned),
 			want: Act,
