@@ -23,14 +23,8 @@ local actions = ['repair', 'alert', 'ignore'];
   assert std.member(promql.nodeTopologyLabels, topology) :
          'gpuFaultsCorrelation.topologyLabel is one of %s' % std.join(', ', promql.nodeTopologyLabels),
 
-  // xidsOf is the Xids xidActions sends to action, as a regular expression.
-  local xidsOf(action) = std.join('|', [x for x in std.objectFields(c.xidActions) if c.xidActions[x] == action]),
-  local xidsNotOf(action) = std.join('|', [x for x in std.objectFields(c.xidActions) if c.xidActions[x] != action]),
-  // xidMatcher selects the Xids of action, those absent from the map included when they get unknownXidAction.
-  local xidMatcher(action) =
-    if action == c.unknownXidAction then 'xid!~"%s"' % xidsNotOf(action) else 'xid=~"%s"' % xidsOf(action),
-  local notXidMatcher(action) =
-    if action == c.unknownXidAction then 'xid=~"%s"' % xidsNotOf(action) else 'xid!~"%s"' % xidsOf(action),
+  local xidMatcher(action) = promql.xidMatcher(c, action),
+  local notXidMatcher(action) = promql.notXidMatcher(c, action),
 
   // Recorded by the rules below.
   local dcgmSeen = 'node_xid:dcgm_xid_errors:seen',

@@ -122,11 +122,15 @@ local upcomingPath = 'instance/upcoming-maintenance';
           }),
           alert('GKEDisruptionActionsStalled', {
             expr: std.join('\nor\n', [
-              problem(promql.heldFor(c, 'max by (%s, action) (%s)' % [
+              problem(promql.heldFor(c, 'max by (%s, action) (%s)\nunless on (%s)\n%s{%s}' % [
                 byNode,
                 // Whatever the state: work that holds a node (in progress, or done or failed keeping our cordon)
-                // has an expected end, and none lasts this long.
+                // has an expected end, and none lasts this long; but a drain for a GPU fault keeps its cordon
+                // while the fault is there, until a person repairs the host (GKENodeGPUFailed pages for it).
                 promql.bridged(c, 'gke_disruption_action_state{%s}' % c.actionsSelector),
+                byNode,
+                promql.gpuFaultSince,
+                promql.xidMatcher(c, 'repair'),
               ], c.actionsCordonedThreshold), 'cordoned'),
               problem(promql.heldFor(c, 'max by (%s) (%s) > 0' % [
                 utils.labelList(c, ['action', 'pool', 'reason']),

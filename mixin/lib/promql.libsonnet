@@ -204,6 +204,16 @@ local utils = import 'utils.libsonnet';
   // either source, valued with when it was first seen.
   gpuFaultSince:: 'node_xid:gke_node_gpu_xid:since',
 
+  // xidMatcher selects the Xids _config.xidActions sends to action (repair, alert or ignore), those absent from
+  // the map included when they get unknownXidAction; notXidMatcher the others.
+  xidMatcher(config, action)::
+    if action == config.unknownXidAction then 'xid!~"%s"' % $.xidsOf(config, action, false) else 'xid=~"%s"' % $.xidsOf(config, action, true),
+  notXidMatcher(config, action)::
+    if action == config.unknownXidAction then 'xid=~"%s"' % $.xidsOf(config, action, false) else 'xid!~"%s"' % $.xidsOf(config, action, true),
+  // xidsOf is the Xids xidActions sends to action (is true) or to another action (is false), as a regular expression.
+  xidsOf(config, action, is)::
+    std.join('|', [x for x in std.objectFields(config.xidActions) if (config.xidActions[x] == action) == is]),
+
   // currentOrRemembered is aggregation over the current values of selectors, else, for the label sets (by)
   // without any, over their remembered values (remembered: through a gap of their source only). sources are
   // [selector, source] pairs. A value that changed during a gap replaces the old one at once.
