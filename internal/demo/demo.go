@@ -122,13 +122,13 @@ func endpoints(s *Stack, cfg Config) string {
   Cloud Monitoring simulator  %s (gRPC)
   GKE API simulator           %s (gRPC, cluster %s)
   kube-apiserver %s   KUBECONFIG=%s kubectl get nodes
-  status         %s status --kubeconfig=%s --config.file=%s --watch
+  status         %s status --kubeconfig=%s --config.file=%s --actions.lease=%s --watch
   audit          %s audit --kubeconfig=%s
   logs           %s
 
 `, len(s.NodeAgents), cfg.Scenario.Cluster.Name, cfg.Scenario.TimeScale,
 		s.Prometheus, s.Alertmanager, s.Cluster, firstNodeAgent(s), len(s.NodeAgents), firstDCGM(s), len(s.DCGM), s.Actions, s.ActionsAuth.Username,
-		cfg.AlertmanagerFile, s.Monitoring, s.GKE, s.GKECluster, s.APIServer, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, cfg.PolicyFile, cfg.Exporter, s.Kubeconfig, s.LogDir)
+		cfg.AlertmanagerFile, s.Monitoring, s.GKE, s.GKECluster, s.APIServer, s.Kubeconfig, cfg.Exporter, s.Kubeconfig, cfg.PolicyFile, s.ActionsLease, cfg.Exporter, s.Kubeconfig, s.LogDir)
 }
 
 func firstNodeAgent(s *Stack) string {

@@ -14,12 +14,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/driver"
@@ -90,6 +93,9 @@ type Stack struct {
 	ActionsAuth basicAuth
 	// APIServer is the API server's URL; Kubeconfig a kubeconfig file for it.
 	APIServer, Kubeconfig string
+	// ActionsLease is the actions service's Lease (NAMESPACE/NAME; no POD_NAMESPACE here: the default namespace),
+	// beside which its repair ledger is kept: the commands' --actions.lease.
+	ActionsLease string
 	// LogDir holds one log file per component.
 	LogDir string
 
@@ -322,6 +328,7 @@ func (s *Stack) startExporters(ctx context.Context, opts Options) error {
 		}
 	}
 	s.Actions = actionsAddr
+	s.ActionsLease = metav1.NamespaceDefault + "/" + actions.DefaultLeaseName
 	if err := run("actions", s.Actions, nil, "actions",
 		"--kubeconfig="+s.Kubeconfig,
 		"--cluster="+sc.Cluster.Name,
@@ -347,16 +354,28 @@ func (s *Stack) ReportFaulty(ctx context.Context, node string, behavior gke.Faul
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	log, err := os.OpenFile(filepath.Join(s.LogDir, "report-faulty.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	return s.runCommand(ctx, "report-faulty", node, "--behavior="+string(behavior), "--actions.url=http://"+s.Actions,
+		"--actions.http-config-file="+filepath.Join(s.opts.Dir, "actions-client.yml"), "--timeout=1m")
+}
+
+// ResetRepairs is the operator running `gke-disruption-exporter repairs reset` against the cluster: every tripped
+// circuit breaker of GPU-fault repairs is reset. Its output is in logs/repairs.log.
+func (s *Stack) ResetRepairs(ctx context.Context) error {
+	return s.runCommand(ctx, "repairs", "reset", "--kubeconfig="+s.Kubeconfig, "--actions.lease="+s.ActionsLease, "--by=demo-operator")
+}
+
+// runCommand runs the exporter's command (its first argument) with args as an operator would, its output appended
+// to logs/COMMAND.log.
+func (s *Stack) runCommand(ctx context.Context, command string, args ...string) error {
+	log, err := os.OpenFile(filepath.Join(s.LogDir, command+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.CommandContext(ctx, s.opts.Exporter, "report-faulty", node, "--behavior="+string(behavior),
-		"--actions.url=http://"+s.Actions, "--actions.http-config-file="+filepath.Join(s.opts.Dir, "actions-client.yml"), "--timeout=1m")
+	cmd := exec.CommandContext(ctx, s.opts.Exporter, append([]string{command}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("report-faulty %s (see %s): %w", node, log.Name(), err)
+		return fmt.Errorf("%s %s (see %s): %w", command, strings.Join(args, " "), log.Name(), err)
 	}
 	return nil
 }
