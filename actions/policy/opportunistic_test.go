@@ -27,7 +27,6 @@ func reschedulable(d time.Duration) nodeOpt {
 func TestPickOpportunistic(t *testing.T) {
 	o := &config.Opportunistic{NodeIdleTime: config.Duration(600 * time.Second), MinNodes: 3, Window: config.Duration(336 * time.Hour)}
 	pool := &config.Pool{Name: "serving", Opportunistic: o}
-	both := func(a, b nodeOpt) nodeOpt { return func(n *corev1.Node) { a(n); b(n) } }
 	idleFor := map[string]time.Duration{}
 	idle := func(n *nodeview.View) time.Duration { return idleFor[n.Name] }
 	claimable := func(n *nodeview.View) bool {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
@@ -36,6 +38,9 @@ const (
 	// WaitOtherOwner: another hand (GKE's maintenance handler, Cluster Autoscaler, NVSentinel, a cordon) holds a
 	// node of the operation; it is never drained or uncordoned by this service.
 	WaitOtherOwner = "other_owner"
+	// WaitUpgradeReplacesNode: GKE is upgrading the rolling pool and will replace the node, whose maintenance goes
+	// with its VM; requesting it now would disrupt the node twice.
+	WaitUpgradeReplacesNode = "upgrade_replaces_node"
 )
 
 // Decision is a verdict with the governing pool (empty when none matched), a reason for events and logs, and for
@@ -334,6 +339,13 @@ func decide(cfg *config.Config, in Input) Decision {
 			return wait(WaitOtherOwner, "node %s is held by %s (cordoned or being drained by another hand); this service waits and never drains or uncordons it", n.Name, owner)
 		}
 	}
+	// Only maintenance that can wait: an unmovable window is due first, and failed hardware is repaired now.
+	if p.Strategy == config.Rolling && in.Request.Action == nodeview.PerformMaintenance && !in.Request.HardwareFailure {
+		if draining, newer := upgradeReplaces(node, in.Pool); draining != "" {
+			return wait(WaitUpgradeReplacesNode, "GKE is upgrading pool %s (its own work on %s) and node %s runs %s, older than the pool's %s: the upgrade replaces it, and its maintenance goes with the old VM",
+				p.Name, draining, node.Name, node.KubeletVersion, newer)
+		}
+	}
 	if cfg.Paused {
 		return wait(WaitPaused, "the policy is paused")
 	}
@@ -442,4 +454,34 @@ func minAvailable(p *config.Pool, poolSize, after int, what string, down int, no
 	}
 	return fmt.Sprintf("pool %s: %d of %d %s available, one more would go below minAvailable %s (%d)",
 		p.Name, available, poolSize, what, p.MinAvailable, minimum)
+}
+
+// upgradeReplaces tells whether an upgrade of the node's pool under way will replace the node: GKE's own work shows
+// on a node of the pool (draining, the name of one such node) and another node of the pool runs a newer kubelet than
+// this one (newer, its version). Versions that do not read say nothing.
+func upgradeReplaces(node *nodeview.View, pool []*nodeview.View) (draining, newer string) {
+	parse := func(v string) *version.Version {
+		parsed, err := version.ParseSemantic(strings.TrimPrefix(v, "v"))
+		if err != nil {
+			return nil
+		}
+		return parsed
+	}
+	own := parse(node.KubeletVersion)
+	if own == nil {
+		return "", ""
+	}
+	var newest *version.Version
+	for _, n := range pool {
+		if len(n.GKEOperations) > 0 && n.Name != node.Name && draining == "" {
+			draining = n.Name
+		}
+		if v := parse(n.KubeletVersion); v != nil && v.GreaterThan(own) && (newest == nil || v.GreaterThan(newest)) {
+			newest, newer = v, n.KubeletVersion
+		}
+	}
+	if draining == "" || newest == nil {
+		return "", ""
+	}
+	return draining, newer
 }

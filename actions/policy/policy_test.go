@@ -83,6 +83,19 @@ func views(nodes []*corev1.Node) []*nodeview.View {
 }
 
 // fleet makes count healthy nodes named prefix-0.. in gkePool, with opts applied to the first len(opts) nodes.
+const (
+	oldVersion = "v1.33.4-gke.1000"
+	newVersion = "v1.33.5-gke.1201000"
+)
+
+// pending is maintenance GKE can start on request, five days out.
+var pending = reschedulable(5 * 24 * time.Hour)
+
+func kubelet(v string) nodeOpt { return func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v } }
+
+// gkeDrains is GKE's upgrade draining the node, before it cordons.
+func gkeDrains(n *corev1.Node) { n.Labels[gke.LabelOperationType] = "drain" }
+
 func fleet(prefix, gkePool string, count int, opts ...nodeOpt) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range count {
@@ -206,6 +219,32 @@ func TestDecide(t *testing.T) {
 				n.Annotations = map[string]string{nodeview.AnnotationNVSentinelQuarantine: "{}"}
 			}),
 			want: Wait, reason: "held by nvsentinel", code: WaitOtherOwner,
+		},
+		{
+			name: "rolling pool being upgraded: no perform-maintenance on a node the upgrade replaces",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, both(kubelet(oldVersion), pending), both(kubelet(oldVersion), gkeDrains), kubelet(newVersion)),
+			want: Wait, reason: "GKE is upgrading pool serving (its own work on serve-1) and node serve-0 runs v1.33.4-gke.1000, older than the pool's v1.33.5-gke.1201000", code: WaitUpgradeReplacesNode,
+		},
+		{
+			name: "rolling pool being upgraded: maintenance that cannot move is due first and drains",
+			req:  drain, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, both(kubelet(oldVersion), pending), both(kubelet(oldVersion), gkeDrains), kubelet(newVersion)),
+			want: Act,
+		},
+		{
+			name: "rolling pool being upgraded: failed hardware is repaired now",
+			req:  Request{Action: nodeview.PerformMaintenance, CanReschedule: true, HardwareFailure: true}, node: "serve-0",
+			cluster: fleet("serve", "l4-serve", 4, both(kubelet(oldVersion), pending), both(kubelet(oldVersion), gkeDrains), kubelet(newVersion)),
+			want:    Act,
+		},
+		{
+			name: "rolling pool being upgraded: a node already at the new version is not replaced",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, both(kubelet(newVersion), pending), both(kubelet(oldVersion), gkeDrains), kubelet(newVersion)),
+			want: Act,
+		},
+		{
+			name: "versions differ but GKE is not at work: no upgrade under way",
+			req:  perform, node: "serve-0", cluster: fleet("serve", "l4-serve", 4, both(kubelet(oldVersion), pending), kubelet(oldVersion), kubelet(newVersion)),
+			want: Act,
 		},
 		{
 			name: "a candidate GKE drains for its upgrade waits, cordoned or not yet",
