@@ -35,6 +35,7 @@ func TestActions(t *testing.T) {
 	t.Run("DrainBlockedByPDB", func(t *testing.T) { testDrainBlockedByPDB(t, api) })
 	t.Run("OthersCordonKept", func(t *testing.T) { testOthersCordonKept(t, api) })
 	t.Run("GKEOperationIsGKEs", func(t *testing.T) { testGKEOperationIsGKEs(t, api) })
+	t.Run("UpgradeReplacesNode", func(t *testing.T) { testUpgradeReplacesNode(t, api) })
 	t.Run("DuplicateWebhooks", func(t *testing.T) { testDuplicateWebhooks(t, api) })
 	t.Run("SpoofedAlerts", func(t *testing.T) { testSpoofedAlerts(t, api) })
 	t.Run("AuthAndBadRequests", func(t *testing.T) { testAuthAndBadRequests(t, api) })
@@ -341,6 +342,38 @@ func testGKEOperationIsGKEs(t *testing.T, api *testenv.APIServer) {
 	if n := c.get(held); !n.Spec.Unschedulable || nodeview.ReadRecord(n.Annotations).Phase != "" {
 		t.Errorf("the node GKE drains was touched: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
+}
+
+// testUpgradeReplacesNode: in a rolling pool GKE is upgrading, a node still at the old version gets no
+// perform-maintenance (upgrade_replaces_node); once GKE's upgrade no longer shows, the request goes ahead.
+func testUpgradeReplacesNode(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("upgrade")
+	old, draining, fresh := unique("gpu"), unique("gpu"), unique("gpu")
+	for name, v := range map[string]string{old: "v1.33.4-gke.1000", draining: "v1.33.4-gke.1000", fresh: "v1.33.5-gke.1201000"} {
+		n := c.node(name, map[string]string{"pool": pool}, withScheduledMaintenance)
+		n.Status.NodeInfo.KubeletVersion = v
+		if _, err := api.Client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.updateNode(draining, "GKE's upgrade drains a node of the pool", func(n *corev1.Node) {
+		n.Labels[gke.LabelOperationType] = "drain"
+	})
+	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "maxUnavailable: 1", "maxUnavailable: 2", 1), replicaOpts{})
+	r.waitLeading()
+
+	mustAccept(t, r, alert(old, nodeview.PerformMaintenance, true, startsAt))
+	c.waitEvent(old, "the upgrade replaces it")
+	r.waitMetric("waiting for the upgrade", "gke_disruption_actions_waiting",
+		map[string]string{"action": "perform-maintenance", "pool": pool, "reason": "upgrade_replaces_node"}, 1)
+	if n := c.get(old); n.Labels[gke.LabelPerformMaintenance] != "" || n.Spec.Unschedulable {
+		t.Fatalf("a node the upgrade replaces was acted on: %v", n.Labels)
+	}
+
+	c.updateNode(draining, "GKE's upgrade no longer shows", func(n *corev1.Node) { delete(n.Labels, gke.LabelOperationType) })
+	mustAccept(t, r, alert(old, nodeview.PerformMaintenance, true, startsAt))
+	c.waitNode(old, "perform-maintenance requested", inState(nodeview.MaintenanceRequested))
 }
 
 func testDuplicateWebhooks(t *testing.T, api *testenv.APIServer) {

@@ -366,7 +366,9 @@ func (e *Executor) nodeChanged(oldObj, newObj any) {
 		names = append(names, newNode.Name)
 	}
 	e.enqueue(names...)
-	if oldNode == nil || oldNode.view.Disrupted() != newNode.view.Disrupted() {
+	// What other nodes' decisions read of this one: whether it is disrupted, and who else holds it (GKE's own work
+	// on a node of the pool holds back work on the nodes its upgrade replaces).
+	if oldNode == nil || oldNode.view.Disrupted() != newNode.view.Disrupted() || oldNode.view.HeldBy != newNode.view.HeldBy {
 		e.enqueueAlerts()
 	}
 }

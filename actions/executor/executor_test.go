@@ -84,7 +84,7 @@ func TestStripNodeKeepsWhatDecisionsNeed(t *testing.T) {
 // A GPU fault reads the same from the stripped node: the condition of this boot, and the unhealthy GPUs.
 func TestStripNodeKeepsGPUFaults(t *testing.T) {
 	node := readyNode(nil, func(n *corev1.Node) {
-		n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "boot-1", KernelVersion: "6.6", OSImage: "cos"}
+		n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "boot-1", KernelVersion: "6.6", OSImage: "cos", KubeletVersion: "v1.33.5-gke.1201000"}
 		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: gke.ConditionXidCriticalError,
 			Status: corev1.ConditionTrue, Reason: `{"79":true}`, Message: "boot-1", LastTransitionTime: metav1.Unix(1764547200, 0),
 			LastHeartbeatTime: metav1.Unix(1764547260, 0)})
@@ -99,6 +99,9 @@ func TestStripNodeKeepsGPUFaults(t *testing.T) {
 	got, want := nodeview.Of(out), nodeview.Of(node)
 	if want.XidCritical == nil || !reflect.DeepEqual(got.XidCritical, want.XidCritical) || got.UnhealthyGPUs != 1 {
 		t.Errorf("stripped: fault %+v, %d GPUs unhealthy; want %+v, 1", got.XidCritical, got.UnhealthyGPUs, want.XidCritical)
+	}
+	if got.KubeletVersion != want.KubeletVersion || got.BootID != want.BootID {
+		t.Errorf("stripped: kubelet %q boot %q, want %q %q", got.KubeletVersion, got.BootID, want.KubeletVersion, want.BootID)
 	}
 	if len(out.Status.Capacity) != 1 || out.Status.NodeInfo.KernelVersion != "" || !out.Status.Conditions[1].LastHeartbeatTime.IsZero() {
 		t.Errorf("kept more than the fault: %+v", out.Status)

@@ -76,8 +76,10 @@ func stripNode(obj any) (any, error) {
 				Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
-	// The boot a GPU fault's incident is keyed on, for decisions made from the cache.
+	// The boot a GPU fault's incident is keyed on, and the version that tells a node an upgrade replaces, for
+	// decisions made from the cache.
 	out.Status.NodeInfo.BootID = node.Status.NodeInfo.BootID
+	out.Status.NodeInfo.KubeletVersion = node.Status.NodeInfo.KubeletVersion
 	// The accelerators' counts alone, for the devices marked unhealthy.
 	for _, r := range []corev1.ResourceName{gke.ResourceGPU, gke.ResourceTPU} {
 		c, ok := node.Status.Capacity[r]
