@@ -42,6 +42,12 @@ func guardRepair(cfg *config.Config, in Input, d Decision) Decision {
 	}
 	now := in.Now
 	if !node.ShowsXid(f.Xid) {
+		// The node's own record first: it outlives a ledger deleted or emptied since the repair.
+		if boot, xid, ok := nodeview.ParseGPUIncident(node.Record.Incident); ok && xid == f.Xid && boot != node.BootID &&
+			node.Record.Action == nodeview.ReportFaultyHost && node.Record.Phase == nodeview.Done {
+			return hold(repairs.HoldUnconfirmed, "Xid %s was repaired on this node (its host reported and replaced), in boot %s; the node shows no GPU fault in its current boot %s, so the alert is the old fault's gauge, not a new fault",
+				f.Xid, boot, node.BootID)
+		}
 		for _, e := range ledger.Entries {
 			if boot, xid, ok := nodeview.ParseGPUIncident(e.Incident); ok && e.Node == node.Name && e.Repaired() &&
 				xid == f.Xid && boot != node.BootID {

@@ -48,6 +48,18 @@ func xidShown(at time.Time) nodeOpt {
 
 func newBoot(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" }
 
+// repairedRecord is this service's finished report of the node's host for Xid 79 in boot.
+func repairedRecord(boot string) nodeOpt {
+	return func(n *corev1.Node) {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[nodeview.AnnotationAction] = string(nodeview.ReportFaultyHost)
+		n.Annotations[nodeview.AnnotationState] = string(nodeview.Done)
+		n.Annotations[nodeview.AnnotationIncident] = nodeview.GPUIncidentKey(boot, "79")
+	}
+}
+
 func entry(node, pool, block, boot string, ago time.Duration, held string) repairs.Entry {
 	return repairs.Entry{Node: node, Pool: pool, Block: block, Incident: nodeview.GPUIncidentKey(boot, "79"),
 		At: saturday3am.Add(-ago), Held: held}
@@ -90,6 +102,16 @@ func TestGuardRepair(t *testing.T) {
 			node:   []nodeOpt{gpuNode("b1"), newBoot},
 			ledger: repairs.Ledger{Entries: []repairs.Entry{entry("g-0", "gpu", "b1", "boot-1", 30*time.Minute, "")}},
 			want:   Refuse, hold: repairs.HoldUnconfirmed, reason: "the old fault's gauge",
+		},
+		{
+			name: "sticky gauge with the ledger lost (deleted, emptied): the node's own record of its repair holds it",
+			node: []nodeOpt{gpuNode("b1"), newBoot, repairedRecord("boot-1")},
+			want: Refuse, hold: repairs.HoldUnconfirmed, reason: "its host reported and replaced",
+		},
+		{
+			name: "the node's record of a repair in an earlier boot does not hold a fault it shows now",
+			node: []nodeOpt{gpuNode("b1"), newBoot, repairedRecord("boot-1"), xidShown(saturday3am.Add(-time.Minute))},
+			want: Act,
 		},
 		{
 			name:   "the same Xid again, shown by the node in its new boot, is a new fault",
