@@ -210,23 +210,36 @@ local actions = ['repair', 'alert', 'ignore'];
     ],
     // The action for each failed node: report-faulty-host where GKE can report its host (by the machine type the
     // cluster exporter shows now, else the remembered one), else drain.
+    // The nodes of failed whose machine type (as the cluster exporter shows it, else as remembered through its gap)
+    // matches machineType: a node nothing is known of gets no action until its info is seen, so a fault seen first by
+    // dcgm-exporter (a cluster exporter restarting) never picks the wrong one.
+    local withMachineType(machineType) = |||
+      group by (%(by)s) (
+        gke_node_info{%(selector)s, machine_type%(machineType)s} and on (%(by)s) %(failed)s
+      )
+      or on (%(by)s)
+      group by (%(by)s) (
+        %(remembered)s{machine_type%(machineType)s} unless on (%(by)s) gke_node_info{%(selector)s}
+      )
+    ||| % { by: byNode, selector: selector, machineType: machineType, failed: failed, remembered: promql.nodeInfoLastSeen },
     local actionOf = |||
       label_replace(
         label_replace(
-          group by (%(by)s) (
-            gke_node_info{%(selector)s, machine_type=~"%(types)s"} and on (%(by)s) %(failed)s
-          )
-          or on (%(by)s)
-          group by (%(by)s) (
-            %(remembered)s{machine_type=~"%(types)s"} unless on (%(by)s) gke_node_info{%(selector)s}
-          ),
+      %(replaceable)s,
           "gke_disruption_action", "report-faulty-host", "", ""
         ),
         "fault_behavior", "XID", "", ""
       )
       or on (%(by)s)
-      label_replace(group by (%(by)s) (%(failed)s), "gke_disruption_action", "drain", "", "")
-    ||| % { by: byNode, selector: selector, types: c.faultyHostReportMachineTypes, failed: failed, remembered: promql.nodeInfoLastSeen },
+      label_replace(
+      %(other)s,
+        "gke_disruption_action", "drain", "", ""
+      )
+    ||| % {
+      by: byNode,
+      replaceable: utils.indent(withMachineType('=~"%s"' % c.faultyHostReportMachineTypes), 4),
+      other: utils.indent(withMachineType('!~"%s"' % c.faultyHostReportMachineTypes), 2),
+    },
 
     groups+: [
       {
