@@ -25,6 +25,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/googleapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -252,14 +253,26 @@ func (c *Collector) read(ctx context.Context) (snapshot, error) {
 		return snapshot{}, err
 	}
 	snap := snapshot{cluster: cluster, operations: ops.GetOperations(), upgradeInfo: map[string]*containerpb.NodePoolUpgradeInfo{}}
+	var pools []*containerpb.NodePool
 	for _, np := range cluster.GetNodePools() {
 		info, err := call(ctx, c, MethodFetchNodePoolUpgradeInfo, func(ctx context.Context, opts ...gax.CallOption) (*containerpb.NodePoolUpgradeInfo, error) {
 			return c.client.FetchNodePoolUpgradeInfo(ctx, &containerpb.FetchNodePoolUpgradeInfoRequest{Name: c.cfg.Cluster.nodePool(np.GetName())}, opts...)
 		})
+		if googleapi.Code(err) == codes.NotFound {
+			// Deleted since GetCluster listed it: the pool is gone, and so are its series.
+			c.logger.Debug("node pool deleted during the poll", "node_pool", np.GetName())
+			continue
+		}
 		if err != nil {
 			return snapshot{}, fmt.Errorf("node pool %s: %w", np.GetName(), err)
 		}
+		pools = append(pools, np)
 		snap.upgradeInfo[np.GetName()] = info
+	}
+	if len(pools) != len(cluster.GetNodePools()) {
+		kept := proto.Clone(cluster).(*containerpb.Cluster)
+		kept.NodePools = pools
+		snap.cluster = kept
 	}
 	return snap, nil
 }
@@ -331,7 +344,10 @@ func diagnose(err error, cluster Cluster) (kind, fix string) {
 	case codes.Unauthenticated:
 		return "unauthenticated", "no valid credentials: run with Workload Identity (or Application Default Credentials)"
 	case codes.NotFound:
-		return "not_found", "cluster " + cluster.String() + " not found: check --gke.cluster (" + clusterForm + ")"
+		// Only the cluster's own calls: a node pool that is not found was deleted, which heals by itself.
+		if ce := (*callError)(nil); !errors.As(err, &ce) || ce.method != MethodFetchNodePoolUpgradeInfo {
+			return "not_found", "cluster " + cluster.String() + " not found: check --gke.cluster (" + clusterForm + ")"
+		}
 	}
 	return "", ""
 }

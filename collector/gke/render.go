@@ -63,7 +63,9 @@ func render(c Cluster, s snapshot, now time.Time) (metrics []prometheus.Metric, 
 	}
 	for _, np := range s.cluster.GetNodePools() {
 		pool := np.GetName()
-		gauge(poolVersionDesc, 1, pool, np.GetVersion())
+		if v := np.GetVersion(); v != "" {
+			gauge(poolVersionDesc, 1, pool, v)
+		}
 		gauge(poolStatusDesc, 1, pool, enumName(np.GetStatus().String(), "STATUS_"))
 		us := np.GetUpgradeSettings()
 		strategy := us.GetStrategy()
