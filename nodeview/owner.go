@@ -32,9 +32,9 @@ const (
 	OwnerGKEMaintenanceHandler = "gke-maintenance-handler"
 	// OwnerGKEOperation: GKE's own work on the node (gke.Operations: an upgrade's or resize's drain, an auto-repair),
 	// which drains the node and deletes or re-creates it.
-	OwnerGKEOperation = "gke-operation"
-	OwnerClusterAutoscaler     = "cluster-autoscaler"
-	OwnerNVSentinel            = "nvsentinel"
+	OwnerGKEOperation      = "gke-operation"
+	OwnerClusterAutoscaler = "cluster-autoscaler"
+	OwnerNVSentinel        = "nvsentinel"
 	// OwnerCordon: cordoned by someone else (kubectl, GKE auto-repair, another controller) without a known mark.
 	OwnerCordon = "cordon"
 )

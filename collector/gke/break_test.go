@@ -313,12 +313,12 @@ func TestBreakOperationGoesDone(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.fleet()
 	op := h.sim.StartNodePoolOperation(h.name, "a3-train", containerpb.Operation_UPGRADE_NODES, 8)
-	pending := h.sim.StartNodePoolOperation(h.name, "l4-serve", containerpb.Operation_AUTO_UPGRADE_NODES, 4)
+	pending := h.sim.StartNodePoolOperation(h.name, "l4-serve", containerpb.Operation_UPGRADE_NODES, 4)
 	h.sim.UpdateOperation(pending, func(o *containerpb.Operation) { o.Status = containerpb.Operation_PENDING; o.Progress = nil })
 	h.poll()
 	got := h.brkGatherNoDup()
 	if got["gke_node_pool_upgrade_in_progress{node_pool=a3-train,operation_type=upgrade_nodes}"] != 1 ||
-		got["gke_node_pool_upgrade_in_progress{node_pool=l4-serve,operation_type=auto_upgrade_nodes}"] != 1 {
+		got["gke_node_pool_upgrade_in_progress{node_pool=l4-serve,operation_type=upgrade_nodes}"] != 1 {
 		t.Fatalf("operations not in progress: %v", got)
 	}
 	h.sim.FinishOperation(op)
