@@ -215,15 +215,7 @@ func testDrainBlockedByPDB(t *testing.T, api *testenv.APIServer) {
 	ns := api.Namespace("pdb")
 	node := unique("gpu")
 	c.node(node, map[string]string{"pool": pool}, withScheduledMaintenance)
-	c.pod(ns, "guarded", node, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
-	one := intstr.FromInt32(1)
-	// No disruption controller runs, so the PDB's status never allows a disruption: evictions get 429.
-	if _, err := api.Client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.guardedPod(ns, node)
 	policy := strings.NewReplacer("timeout: 20s", "timeout: 3s", "maxGracePeriod: 10s", "maxGracePeriod: 2s").Replace(poolPolicy(pool, ""))
 	r := startReplica(t, api, policy, replicaOpts{})
 	r.waitLeading()
@@ -278,6 +270,20 @@ func testOthersCordonKept(t *testing.T, api *testenv.APIServer) {
 	}
 }
 
+// guardedPod runs pod "guarded" on node under a PodDisruptionBudget that never allows a disruption (no disruption
+// controller runs to update its status): every eviction gets 429.
+func (c *cluster) guardedPod(ns, node string) {
+	c.t.Helper()
+	c.pod(ns, "guarded", node, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
+	one := intstr.FromInt32(1)
+	if _, err := c.client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // testGKEOperationIsGKEs: a node GKE drains for its upgrade is waited on (other_owner) and never touched; work under
 // way on a node when GKE's upgrade takes it ends done, reason replaced, its drain stopped and the cordon left to
 // GKE; the node GKE re-creates under its name has nothing of ours.
@@ -293,15 +299,8 @@ func testGKEOperationIsGKEs(t *testing.T, api *testenv.APIServer) {
 	}
 	c.node(held, map[string]string{"pool": pool}, withScheduledMaintenance, gkeDrains)
 	c.node(taken, map[string]string{"pool": pool}, withScheduledMaintenance)
-	// A pod no eviction moves (its PDB never allows one): the drain stays under way until GKE's upgrade comes.
-	c.pod(ns, "guarded", taken, withLabels(map[string]string{"app": "guarded"}), ownedBy("ReplicaSet", "guarded", "uid-1"))
-	one := intstr.FromInt32(1)
-	if _, err := api.Client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The drain stays under way until GKE's upgrade comes.
+	c.guardedPod(ns, taken)
 	r := startReplica(t, api, strings.Replace(poolPolicy(pool, ""), "maxUnavailable: 1", "maxUnavailable: 2", 1), replicaOpts{})
 	r.waitLeading()
 

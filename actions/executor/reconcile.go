@@ -664,14 +664,7 @@ func (e *Executor) fail(ctx context.Context, node *corev1.Node, rec nodeview.Rec
 // abandon ends work whose maintenance moved or vanished before GKE started it, or that GKE started first: it lifts
 // our cordon and our perform-maintenance request, so a new maintenance is new work.
 func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodeview.Record, obs nodestate.Observation, why string) error {
-	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
-		nodeview.AnnotationReason:     why,
-		nodeview.AnnotationCordonedBy: nil,
-	}}
-	if rec.Active() {
-		p.annotations[nodeview.AnnotationState] = string(nodeview.Done)
-		p.annotations[nodeview.AnnotationFinishedAt] = nodeview.FormatTime(time.Now())
-	}
+	p := endWork(node, rec, why)
 	forgetUnseen(p, rec, obs)
 	msg := why
 	if rec.CordonedBy != "" && node.Spec.Unschedulable {
@@ -694,10 +687,9 @@ func (e *Executor) abandon(ctx context.Context, node *corev1.Node, rec nodeview.
 	return nil
 }
 
-// handOver ends work on a node GKE's own operation drains and replaces: done, our drain stopped, the cordon left in
-// place and no longer marked ours, so that nothing of ours lifts it under GKE's drain; our perform-maintenance
-// request, if any, goes with the node.
-func (e *Executor) handOver(ctx context.Context, node *corev1.Node, rec nodeview.Record, why string) error {
+// endWork is the patch that ends the work on node for why: done unless it ended already, our cordon no longer
+// marked ours (lifting it, or not, is the caller's).
+func endWork(node *corev1.Node, rec nodeview.Record, why string) nodePatch {
 	p := nodePatch{resourceVersion: node.ResourceVersion, annotations: map[string]any{
 		nodeview.AnnotationReason:     why,
 		nodeview.AnnotationCordonedBy: nil,
@@ -706,6 +698,14 @@ func (e *Executor) handOver(ctx context.Context, node *corev1.Node, rec nodeview
 		p.annotations[nodeview.AnnotationState] = string(nodeview.Done)
 		p.annotations[nodeview.AnnotationFinishedAt] = nodeview.FormatTime(time.Now())
 	}
+	return p
+}
+
+// handOver ends work on a node GKE's own operation drains and replaces: done, our drain stopped, the cordon left in
+// place and no longer marked ours, so that nothing of ours lifts it under GKE's drain; our perform-maintenance
+// request, if any, goes with the node.
+func (e *Executor) handOver(ctx context.Context, node *corev1.Node, rec nodeview.Record, why string) error {
+	p := endWork(node, rec, why)
 	if _, err := e.patchNode(ctx, node.Name, p); err != nil {
 		return fmt.Errorf("handing the node over to GKE: %w", err)
 	}
