@@ -60,6 +60,10 @@ func nextWindow(w *containerpb.MaintenanceWindow, now time.Time) (start, end tim
 	if err != nil {
 		return start, end, false, fmt.Errorf("maintenance window recurrence %q: %w", recurrence, err)
 	}
+	// GKE's windows recur daily at most; a finer rule, walked from a first window years back, would never end.
+	if opt.Freq > rrule.DAILY {
+		return start, end, false, fmt.Errorf("maintenance window recurrence %q: %s, more often than GKE's daily at most", recurrence, opt.Freq)
+	}
 	opt.Dtstart = first.UTC()
 	rule, err := rrule.NewRRule(*opt)
 	if err != nil {

@@ -60,6 +60,10 @@ func TestNextWindow(t *testing.T) {
 		{"first weekend of the month, July's over", monthly, "2026-07-06T00:00:00Z", "2026-08-01T22:00:00Z", "2026-08-02T04:00:00Z", false},
 		{"unreadable rule", recurring("2026-01-03T02:00:00Z", "2026-01-03T06:00:00Z", "FREQ=FORTNIGHTLY"), "2026-06-01T12:00:00Z", "", "", true},
 		{"unreadable daily start", daily("2pm", ""), "2026-06-01T12:00:00Z", "", "", true},
+		// Walked from a first window years back, a rule recurring by the second would take the poll for hours.
+		{"recurring more often than daily", recurring("2016-01-03T02:00:00Z", "2016-01-03T02:00:01Z", "FREQ=SECONDLY"),
+			"2026-06-01T12:00:00Z", "", "", true},
+		{"hourly", recurring("2026-01-03T02:00:00Z", "2026-01-03T02:30:00Z", "FREQ=HOURLY"), "2026-06-01T12:00:00Z", "", "", true},
 	} {
 		start, end, ok, err := nextWindow(tc.window, at(tc.now))
 		if (err != nil) != tc.fails {
