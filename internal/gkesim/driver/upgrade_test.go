@@ -306,7 +306,7 @@ events:
 func TestUpgradeDrainWaitsForDisruptionBudget(t *testing.T) {
 	r := startUpgradeRig(t, `
 cluster: {project: sim-project, location: us-central1, name: sim}
-gke: {nodeCreation: 200ms, podShutdown: 100ms, drainTimeout: 4s}
+gke: {nodeCreation: 200ms, podShutdown: 100ms, drainTimeout: 8s}
 nodePools:
   - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 1}
 workloads:
@@ -325,6 +325,9 @@ events:
 		return true
 	})
 	until(t, "the old node cordoned for the drain", 30*time.Second, func() bool { return r.log.order("drain "+old) == nil })
+	// The drain started at most the informer's lag before it was seen: for half the drain timeout after that, the
+	// pod must still be running, however slowly the events arrive.
+	drainSeen := time.Now()
 	// The Eviction API itself refuses, as it does the drain's requests.
 	err := r.api.Client.CoreV1().Pods("serving").EvictV1(context.Background(), &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
@@ -334,20 +337,18 @@ events:
 
 	// While the drain waits, the budget allows nothing and the pod keeps running on the cordoned node.
 	var evictionRefused bool
-	until(t, "the old node deleted", 60*time.Second, func() bool {
-		if r.log.order("deleted "+old) == nil {
-			return true
-		}
+	for time.Since(drainSeen) < 4*time.Second {
 		pods := podsOn(t, r.api, "serving", old)
 		for _, p := range pods {
 			if p.UID == pod.UID && p.DeletionTimestamp != nil {
-				t.Fatalf("pod %s marked for deletion while its budget allows no disruption", p.Name)
+				t.Fatalf("pod %s marked for deletion %s into the drain, while its budget allows no disruption", p.Name, time.Since(drainSeen).Round(time.Millisecond))
 			}
 		}
 		pdb, err := r.api.Client.PolicyV1().PodDisruptionBudgets("serving").Get(context.Background(), "inference", metav1.GetOptions{})
 		evictionRefused = evictionRefused || (err == nil && pdb.Status.DisruptionsAllowed == 0 && len(pods) == 1)
-		return false
-	})
+		time.Sleep(100 * time.Millisecond)
+	}
+	until(t, "the old node deleted", 60*time.Second, func() bool { return r.log.order("deleted "+old) == nil })
 	if !evictionRefused {
 		t.Error("never saw the budget at 0 disruptions with the pod on the draining node")
 	}
