@@ -13,9 +13,11 @@ all: lint build test
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/$(BINARY) ./cmd/$(BINARY)
 
-# tools builds the pinned kube-apiserver, etcd, Prometheus, promtool, Alertmanager and Helm into bin/ (once per version).
+# tools builds the pinned kube-apiserver, etcd, Prometheus, promtool, Alertmanager and Helm into bin/ (once per version),
+# all at once: each build leaves cores idle while it links.
 tools:
-	@for t in $(TOOLS); do ./tools/build.sh $$t >/dev/null || exit 1; done
+	@pids=; for t in $(TOOLS); do ./tools/build.sh $$t >/dev/null & pids="$$pids $$!"; done; \
+	for p in $$pids; do wait $$p || exit 1; done
 
 # test runs every test, the real-component integration tests included. build first: the release test builds the
 # binary with the same flags, and finds it compiled.
