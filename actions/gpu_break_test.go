@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,7 @@ func TestGPUBreak(t *testing.T) {
 	t.Run("LedgerGarbage", func(t *testing.T) { testBreakLedgerGarbage(t, api) })
 	t.Run("LedgerDeletedAfterRepair", func(t *testing.T) { testBreakLedgerDeletedAfterRepair(t, api) })
 	t.Run("LedgerEmptiedData", func(t *testing.T) { testBreakLedgerEmptied(t, api) })
+	t.Run("LedgerDeletedWhileTripped", func(t *testing.T) { testBreakLedgerDeletedWhileTripped(t, api) })
 	t.Run("CorrelatedStormLateConditions", func(t *testing.T) { testBreakStormOneByOne(t, api) })
 	t.Run("CorrelatedStormOnePayload", func(t *testing.T) { testBreakStormOnePayload(t, api) })
 }
@@ -791,6 +793,42 @@ func testBreakLedgerEmptied(t *testing.T, api *testenv.APIServer) {
 	if got := c.countEvents(node, "DisruptionHostReported"); got != 1 {
 		t.Errorf("with the ledger's data emptied, DisruptionHostReported %d times, want 1: %q", got, c.events(node))
 	}
+}
+
+// testBreakLedgerDeletedWhileTripped: the ledger is deleted while the pool's breaker is tripped. Only an operator's
+// reset ends a trip: the leader puts back what it knew, and the next fault is still held.
+func testBreakLedgerDeletedWhileTripped(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	pool := unique("brk-lost")
+	a, b, d := unique("a4-a"), unique("a4-b"), unique("a4-d")
+	for _, n := range []string{a, b, d} {
+		c.node(n, gpuNodeLabels(pool, "blk-"+n))
+		c.boot(n, "boot-1", "79")
+	}
+	lease := unique("lease")
+	r := startReplica(t, api, breakPolicy(pool, 5, "maxPerHour: 1", "repair: {maxPerHour: 50}\n"), replicaOpts{lease: lease})
+	r.waitLeading()
+	mustAccept(t, r, gpuAlert(a, "79", time.Now()))
+	c.waitNode(a, "a reported", hostReported("XID"))
+	mustAccept(t, r, gpuAlert(b, "79", time.Now()))
+	c.waitEvent(b, "DisruptionRepairBreakerTripped: repair held (breaker): 1 GPU-fault repairs in pool "+pool)
+
+	if err := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Delete(context.Background(), repairs.ConfigMapName(lease), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustAccept(t, r, gpuAlert(d, "79", time.Now()))
+	c.waitEvent(d, "DisruptionRepairHeld: repair held (breaker)")
+	if n := c.get(d); n.Labels[gke.LabelFaultBehavior] != "" {
+		t.Errorf("with the ledger deleted while the breaker was tripped, %s was reported: labels %v", d, n.Labels)
+	}
+	testenv.Eventually(t, waitLong, "the ledger restored, its breaker tripped", func() error {
+		l := readLedger(t, api, lease)
+		if !slices.Contains(l.Tripped(), repairs.PoolScope(pool)) || repairedCount(l, a) != 1 {
+			return fmt.Errorf("ledger %+v", l)
+		}
+		return nil
+	})
+	r.waitMetric("pool still tripped", "gke_disruption_repair_breaker_tripped", map[string]string{"scope": repairs.PoolScope(pool)}, 1)
 }
 
 // --- 5. correlated storm, conditions late ---

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ const (
 // which is never written.
 type repairLedger struct {
 	store     repairs.Store
+	logger    *slog.Logger
 	mu        sync.Mutex
 	last      repairs.Ledger
 	simulated *repairs.Ledger
@@ -34,7 +36,7 @@ type repairLedger struct {
 func newRepairLedger(e *Executor) *repairLedger {
 	ns, lease, _ := strings.Cut(e.opts.Owner, "/")
 	return &repairLedger{store: repairs.Store{Client: e.client, Namespace: ns, Name: repairs.ConfigMapName(lease),
-		BeforeWrite: e.checkFence}}
+		BeforeWrite: e.checkFence}, logger: e.logger}
 }
 
 // read returns the ledger: as stored, or in a dry run as the run has changed it.
@@ -44,10 +46,16 @@ func (l *repairLedger) read(ctx context.Context, dryRun bool) (repairs.Ledger, e
 		defer l.mu.Unlock()
 		return clone(*l.simulated), nil
 	}
+	last := clone(l.last)
 	l.mu.Unlock()
 	read, err := l.store.Read(ctx)
 	if err != nil {
 		return repairs.Ledger{}, err
+	}
+	if read.Empty() && !last.Empty() && !dryRun {
+		if read, err = l.restore(ctx, last); err != nil {
+			return repairs.Ledger{}, err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -79,6 +87,25 @@ func (l *repairLedger) update(ctx context.Context, dryRun bool, change func(*rep
 	l.last = written
 	l.mu.Unlock()
 	return nil
+}
+
+// restore writes back the ledger this instance last read or wrote, found deleted or emptied under it (a kubectl
+// delete, a manifest re-applied): the service never empties its ledger itself, and forgetting it would reset every
+// breaker and count, which only an operator's reset may. One found written meanwhile is kept as it is.
+func (l *repairLedger) restore(ctx context.Context, last repairs.Ledger) (repairs.Ledger, error) {
+	restored, err := l.store.Update(ctx, func(stored *repairs.Ledger) bool {
+		if !stored.Empty() {
+			return false
+		}
+		*stored = clone(last)
+		return true
+	})
+	if err != nil {
+		return repairs.Ledger{}, fmt.Errorf("restoring the repair ledger %s/%s, found deleted or emptied: %w", l.store.Namespace, l.store.Name, err)
+	}
+	l.logger.Warn("the repair ledger was deleted or emptied: restored as this instance last knew it",
+		"configmap", l.store.Namespace+"/"+l.store.Name, "entries", len(restored.Entries), "tripped", restored.Tripped())
+	return restored, nil
 }
 
 // refresh reads the stored ledger for the series (an operator's reset shows without a decision); a dry run keeps

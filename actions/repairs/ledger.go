@@ -88,6 +88,9 @@ func Decode(data string) (Ledger, error) {
 	return l, nil
 }
 
+// Empty reports a ledger with no entry and no breaker: one never written, or deleted or emptied since.
+func (l Ledger) Empty() bool { return len(l.Entries) == 0 && len(l.Breakers) == 0 }
+
 // Encode writes a ledger.
 func (l Ledger) Encode() string {
 	b, _ := json.Marshal(l) // plain data: cannot fail
