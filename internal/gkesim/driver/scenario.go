@@ -285,14 +285,30 @@ const (
 // after Mechanics.NodeCreation), then the old node is labelled operation.gke.io/type=drain, annotated
 // gke-current-operation, cordoned and drained through the Eviction API, PodDisruptionBudgets respected up to
 // Mechanics.DrainTimeout, and deleted. The new node takes the old one's index in the pool under a new name.
+//
+// With strategy BLUE_GREEN the pool goes through GKE's phases instead, shown in NodePool.update_info.blue_green_info:
+// CREATING_GREEN_POOL (a new VM per node, Ready after Mechanics.NodeCreation), CORDONING_BLUE_POOL (every old node
+// cordoned), DRAINING_BLUE_POOL (BlueGreen.BatchNodes old nodes at a time labelled, annotated and drained as above,
+// BlueGreen.BatchSoak after each batch), NODE_POOL_SOAKING (BlueGreen.PoolSoak) and DELETING_BLUE_POOL.
 type UpgradeEvent struct {
 	NodePool string `yaml:"nodePool"`
 	// Version is the target GKE version, e.g. 1.33.5-gke.1201000.
 	Version string `yaml:"version"`
-	// Strategy is SURGE (default); BLUE_GREEN is not simulated.
+	// Strategy is SURGE (default) or BLUE_GREEN.
 	Strategy string `yaml:"strategy"`
-	// MaxSurge is how many nodes are replaced at once (default 1).
+	// MaxSurge is how many nodes a surge upgrade replaces at once (default 1).
 	MaxSurge int `yaml:"maxSurge"`
+	// BlueGreen is a blue-green upgrade's rollout (BlueGreenSettings' standard rollout policy).
+	BlueGreen BlueGreenRollout `yaml:"blueGreen"`
+}
+
+// BlueGreenRollout is how a blue-green upgrade drains the old nodes: BatchNodes at a time (default 1), BatchSoak
+// after each batch, PoolSoak once all are drained before they are deleted (story times; GKE's defaults are no batch
+// soak and a pool soak of one hour).
+type BlueGreenRollout struct {
+	BatchNodes int      `yaml:"batchNodes"`
+	BatchSoak  Duration `yaml:"batchSoak"`
+	PoolSoak   Duration `yaml:"poolSoak"`
 }
 
 // AutoUpgradeEvent is GKE announcing an auto-upgrade of a node pool in the GKE API: the pool's
@@ -522,6 +538,9 @@ func (sc *Scenario) defaults() {
 			}
 			if u.MaxSurge == 0 {
 				u.MaxSurge = 1
+			}
+			if u.BlueGreen.BatchNodes == 0 {
+				u.BlueGreen.BatchNodes = 1
 			}
 		}
 		if f := sc.Events[i].GPUFault; f != nil {
@@ -766,11 +785,12 @@ func validUpgrade(fail func(key, format string, args ...any), key string, u *Upg
 	}
 	validVersion(fail, key+".version", u.Version)
 	switch u.Strategy {
-	case StrategySurge:
-	case StrategyBlueGreen:
-		fail(key+".strategy", "%s upgrades are not simulated; use %s", StrategyBlueGreen, StrategySurge)
+	case StrategySurge, StrategyBlueGreen:
 	default:
-		fail(key+".strategy", "%q is not %s", u.Strategy, StrategySurge)
+		fail(key+".strategy", "%q is not %s or %s", u.Strategy, StrategySurge, StrategyBlueGreen)
+	}
+	if b := u.BlueGreen; b.BatchNodes < 0 || (p != nil && b.BatchNodes > p.Nodes) || b.BatchSoak < 0 || b.PoolSoak < 0 {
+		fail(key+".blueGreen", "batchNodes %d is not from 1 to the pool's nodes, or a soak is negative", b.BatchNodes)
 	}
 	if u.MaxSurge < 0 || (p != nil && u.MaxSurge > p.Nodes) {
 		fail(key+".maxSurge", "%d is not from 1 to the pool's nodes", u.MaxSurge)

@@ -340,7 +340,7 @@ nodePools:
 events:
   - {at: 1h, upgrade: {nodePool: l4, version: latest}}
   - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: ROLLING, maxSurge: 3}}
-  - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: BLUE_GREEN}}
+  - {at: 1h, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: BLUE_GREEN, blueGreen: {batchNodes: 3}}}
   - {at: 1h, upgrade: {nodePool: nope, version: 1.33.5-gke.1201000}}
   - {at: 1h, upgrade: {nodePool: tpu, version: 1.33.5-gke.1201000}}
   - {at: 1h, autoUpgrade: {nodePool: gone, version: "1.33"}}
@@ -351,9 +351,9 @@ events:
 	}
 	for _, want := range []string{
 		`events[0].upgrade.version: "latest" is not a GKE version such as 1.33.5-gke.1162000`,
-		`events[1].upgrade.strategy: "ROLLING" is not SURGE`,
+		`events[1].upgrade.strategy: "ROLLING" is not SURGE or BLUE_GREEN`,
 		"events[1].upgrade.maxSurge: 3 is not from 1 to the pool's nodes",
-		"events[2].upgrade.strategy: BLUE_GREEN upgrades are not simulated",
+		"events[2].upgrade.blueGreen: batchNodes 3 is not from 1 to the pool's nodes",
 		`events[3].upgrade.nodePool: "nope" is not a node pool of the scenario`,
 		"events[4].upgrade.nodePool: node pool tpu is a multi-host TPU slice",
 		`events[5].autoUpgrade.nodePool: "gone" is not a node pool of the scenario`,

@@ -34,6 +34,8 @@ type poolUpgrade struct {
 	// queue are the old nodes still to be replaced, by index; surges the replacements under way.
 	queue  []*simNode
 	surges []*surge
+	// blueGreen is a blue-green upgrade's progress; nil for a surge upgrade.
+	blueGreen *blueGreen
 }
 
 // surge is one node's replacement: the new VM is created (Ready at ready), then the old node is cordoned and
@@ -78,9 +80,16 @@ func (d *Driver) startUpgrade(te timedEvent, now time.Time) {
 	}
 	up := &poolUpgrade{event: u, queue: d.targets(pool, nil)}
 	up.total = len(up.queue)
+	if u.Strategy == StrategyBlueGreen {
+		up.blueGreen = &blueGreen{blue: up.queue, green: make([]*simNode, len(up.queue)), greenReady: now.Add(time.Duration(d.sc.GKE.NodeCreation))}
+		up.queue = nil
+	}
 	if d.gke != nil {
 		up.operation = d.gke.StartNodePoolOperation(d.clusterName, pool.Name, containerpb.Operation_UPGRADE_NODES, int64(up.total))
 		d.updateGKEPool(pool, func(np *containerpb.NodePool) { np.Status = containerpb.NodePool_RECONCILING })
+	}
+	if up.blueGreen != nil {
+		d.setBlueGreenPhase(pool, up, containerpb.NodePool_UpdateInfo_BlueGreenInfo_CREATING_GREEN_POOL)
 	}
 	d.upgrades[pool] = up
 	d.logger.Info("node pool upgrade started", "pool", pool.Name, "version", u.Version, "max_surge", u.MaxSurge,
@@ -136,6 +145,9 @@ func (d *Driver) advanceUpgrades(ctx context.Context, byNode map[string][]*corev
 			d.logger.Info("upgrade: creating the new node", "pool", pool.Name, "replaces", old.name)
 		}
 		up.surges = slices.DeleteFunc(up.surges, func(s *surge) bool { return d.advanceSurge(ctx, up, s, byNode[s.old.name], now) })
+		if up.blueGreen != nil && !d.advanceBlueGreen(ctx, pool, up, byNode, now) {
+			continue
+		}
 		if len(up.queue) > 0 || len(up.surges) > 0 {
 			continue
 		}
@@ -145,7 +157,7 @@ func (d *Driver) advanceUpgrades(ctx context.Context, byNode map[string][]*corev
 			continue
 		}
 		d.updateGKEPool(pool, func(np *containerpb.NodePool) {
-			np.Version, np.Status = up.event.Version, containerpb.NodePool_RUNNING
+			np.Version, np.Status, np.UpdateInfo = up.event.Version, containerpb.NodePool_RUNNING, nil
 			if o := np.GetManagement().GetUpgradeOptions(); o != nil {
 				o.AutoUpgradeStartTime = ""
 			}
@@ -187,6 +199,26 @@ func (d *Driver) advanceSurge(ctx context.Context, up *poolUpgrade, s *surge, po
 			return false
 		}
 	}
+	if !d.drained(ctx, up, s, pods, now) {
+		return false
+	}
+	if !d.deleteNode(ctx, s.old, pods) {
+		return false
+	}
+	up.done++
+	if d.gke != nil {
+		if err := d.gke.SetNodesDone(up.operation, int64(up.done)); err != nil {
+			d.logger.Warn("counting the upgraded nodes", "operation", up.operation, "err", err)
+		}
+	}
+	d.logger.Info("upgrade: old node deleted", "node", s.old.name, "new_node", s.new.name, "done", up.done, "total", up.total)
+	return true
+}
+
+// drained takes the drain of s.old a step on and tells whether it is over: the node marked, evictions asked for
+// again while disruption budgets refuse, until no pod but DaemonSets' is left or Mechanics.DrainTimeout passed (the
+// node is then deleted with its pods).
+func (d *Driver) drained(ctx context.Context, up *poolUpgrade, s *surge, pods []*corev1.Pod, now time.Time) bool {
 	if !s.marked {
 		s.marked, s.drainStart = d.markDrain(ctx, s.old, up.operation), now
 		return false
@@ -204,16 +236,6 @@ func (d *Driver) advanceSurge(ctx context.Context, up *poolUpgrade, s *surge, po
 		s.timeoutSeen = true
 		d.logger.Warn("upgrade: drain timed out, node deleted with its pods", "node", s.old.name, "pods", len(remaining))
 	}
-	if !d.deleteNode(ctx, s.old, pods) {
-		return false
-	}
-	up.done++
-	if d.gke != nil {
-		if err := d.gke.SetNodesDone(up.operation, int64(up.done)); err != nil {
-			d.logger.Warn("counting the upgraded nodes", "operation", up.operation, "err", err)
-		}
-	}
-	d.logger.Info("upgrade: old node deleted", "node", s.old.name, "new_node", s.new.name, "done", up.done, "total", up.total)
 	return true
 }
 
@@ -337,6 +359,9 @@ func (d *Driver) upgrading(sn *simNode) bool {
 			if s.old == sn {
 				return true
 			}
+		}
+		if up.blueGreen != nil && slices.Contains(up.blueGreen.blue, sn) {
+			return true
 		}
 	}
 	return false

@@ -300,6 +300,95 @@ events:
 	}
 }
 
+// TestDriverPlaysBlueGreenUpgrade: a blue-green upgrade of a 3-node GPU pool through GKE's phases, as Google's client
+// reads them in update_info: every green node Ready before any blue node drains, the blue nodes drained two at a
+// time, kept through the pool's soak and only then deleted; the operation DONE with 3 nodes, the pool RUNNING at the
+// new version, its update_info cleared, its strategy BLUE_GREEN; the workload on the green nodes.
+func TestDriverPlaysBlueGreenUpgrade(t *testing.T) {
+	r := startUpgradeRig(t, `
+cluster: {project: sim-project, location: us-central1, name: sim}
+gke: {nodeCreation: 1s, podShutdown: 100ms, drainTimeout: 1h}
+nodePools:
+  - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 3}
+workloads:
+  - {name: inference, namespace: serving, kind: Deployment, nodePools: [l4], replicas: 3}
+  - {name: device-plugin, namespace: kube-system, kind: DaemonSet}
+events:
+  - {at: 2s, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: BLUE_GREEN, blueGreen: {batchNodes: 2, batchSoak: 1s, poolSoak: 3s}}}
+`)
+	blue := r.sc.NodeNames("l4")
+	var green []string
+	for i := range blue {
+		green = append(green, r.sc.ReplacementNodeName("l4", i, 1))
+	}
+	until(t, "inference running on every node", 30*time.Second, func() bool {
+		for _, n := range blue {
+			if runningPods(podsOn(t, r.api, "serving", n)) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	var phases []containerpb.NodePool_UpdateInfo_BlueGreenInfo_Phase
+	var soakingWithBlue bool
+	until(t, "the upgrade operation DONE", 60*time.Second, func() bool {
+		np, op := r.pool(t, "l4")
+		if p := np.GetUpdateInfo().GetBlueGreenInfo().GetPhase(); p != 0 && (len(phases) == 0 || phases[len(phases)-1] != p) {
+			phases = append(phases, p)
+		}
+		if np.GetUpdateInfo().GetBlueGreenInfo().GetPhase() == containerpb.NodePool_UpdateInfo_BlueGreenInfo_NODE_POOL_SOAKING {
+			soakingWithBlue = soakingWithBlue || r.log.order("deleted "+blue[0]) != nil
+		}
+		return op != nil && op.GetStatus() == containerpb.Operation_DONE
+	})
+	for i, want := range []containerpb.NodePool_UpdateInfo_BlueGreenInfo_Phase{
+		containerpb.NodePool_UpdateInfo_BlueGreenInfo_CREATING_GREEN_POOL,
+		containerpb.NodePool_UpdateInfo_BlueGreenInfo_DRAINING_BLUE_POOL,
+		containerpb.NodePool_UpdateInfo_BlueGreenInfo_NODE_POOL_SOAKING,
+	} {
+		if j := slices.Index(phases, want); j < 0 || (i > 0 && j < slices.Index(phases, containerpb.NodePool_UpdateInfo_BlueGreenInfo_CREATING_GREEN_POOL)) {
+			t.Errorf("phases seen %v: want %v among them, in GKE's order", phases, want)
+		}
+	}
+	if !slices.IsSorted(phases) {
+		t.Errorf("phases seen %v, not in GKE's order", phases)
+	}
+	if !soakingWithBlue {
+		t.Error("the blue nodes were deleted before the pool's soak, or it was never seen")
+	}
+	np, op := r.pool(t, "l4")
+	if np.GetVersion() != upgradeTarget || np.GetStatus() != containerpb.NodePool_RUNNING || np.GetUpdateInfo() != nil ||
+		np.GetUpgradeSettings().GetStrategy() != containerpb.NodePoolUpdateStrategy_BLUE_GREEN || nodesDone(op) != 3 {
+		t.Errorf("pool after the upgrade: version %s, status %s, update_info %v, strategy %s, %d nodes done; want %s RUNNING, none, BLUE_GREEN, 3",
+			np.GetVersion(), np.GetStatus(), np.GetUpdateInfo(), np.GetUpgradeSettings().GetStrategy(), nodesDone(op), upgradeTarget)
+	}
+
+	// Every green node Ready before any blue node drains; the first batch of two drained before the third; every
+	// blue node deleted only after the last drain.
+	var order []string
+	for _, g := range green {
+		order = append(order, "ready "+g)
+	}
+	for _, first := range blue[:2] {
+		if err := r.log.order(append(slices.Clone(order), "drain "+first, "drain "+blue[2])...); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, b := range blue {
+		if err := r.log.order("drain "+blue[2], "deleted "+b); err != nil {
+			t.Error(err)
+		}
+	}
+	until(t, "inference running on the green nodes", 30*time.Second, func() bool {
+		running := 0
+		for _, n := range green {
+			running += runningPods(podsOn(t, r.api, "serving", n))
+		}
+		return running == 3
+	})
+}
+
 // TestUpgradeDrainWaitsForDisruptionBudget: a PodDisruptionBudget that allows no disruption holds the drain: the
 // Eviction API refuses, the pod keeps running on the cordoned node until the drain timeout, and GKE then deletes
 // the node anyway.
