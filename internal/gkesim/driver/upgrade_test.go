@@ -162,6 +162,25 @@ func startUpgradeRig(t *testing.T, scenario string) *upgradeRig {
 }
 
 // pool reads the node pool and its upgrade operation (nil before one runs) through the GKE API.
+// servingOnEveryNode waits for one serving pod running on each node of pool and returns the pool's nodes and the
+// names their replacements will have.
+func (r *upgradeRig) servingOnEveryNode(t *testing.T, pool string) (nodes, replacements []string) {
+	t.Helper()
+	nodes = r.sc.NodeNames(pool)
+	for i := range nodes {
+		replacements = append(replacements, r.sc.ReplacementNodeName(pool, i, 1))
+	}
+	until(t, "a serving pod running on every node", 30*time.Second, func() bool {
+		for _, n := range nodes {
+			if runningPods(podsOn(t, r.api, "serving", n)) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes, replacements
+}
+
 func (r *upgradeRig) pool(t *testing.T, name string) (*containerpb.NodePool, *containerpb.Operation) {
 	t.Helper()
 	ctx := context.Background()
@@ -225,19 +244,7 @@ workloads:
 events:
   - {at: 2s, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000}}
 `)
-	old := r.sc.NodeNames("l4")
-	var fresh []string
-	for i := range old {
-		fresh = append(fresh, r.sc.ReplacementNodeName("l4", i, 1))
-	}
-	until(t, "inference running on every node", 30*time.Second, func() bool {
-		for _, n := range old {
-			if runningPods(podsOn(t, r.api, "serving", n)) != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	old, fresh := r.servingOnEveryNode(t, "l4")
 
 	var done []int64
 	var reconciling bool
@@ -316,19 +323,7 @@ workloads:
 events:
   - {at: 2s, upgrade: {nodePool: l4, version: 1.33.5-gke.1201000, strategy: BLUE_GREEN, blueGreen: {batchNodes: 2, batchSoak: 1s, poolSoak: 3s}}}
 `)
-	blue := r.sc.NodeNames("l4")
-	var green []string
-	for i := range blue {
-		green = append(green, r.sc.ReplacementNodeName("l4", i, 1))
-	}
-	until(t, "inference running on every node", 30*time.Second, func() bool {
-		for _, n := range blue {
-			if runningPods(podsOn(t, r.api, "serving", n)) != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	blue, green := r.servingOnEveryNode(t, "l4")
 
 	var phases []containerpb.NodePool_UpdateInfo_BlueGreenInfo_Phase
 	var soakingWithBlue bool
