@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/cli"
@@ -44,6 +46,10 @@ func TestGPUBreak(t *testing.T) {
 	t.Run("LedgerDeletedAfterRepair", func(t *testing.T) { testBreakLedgerDeletedAfterRepair(t, api) })
 	t.Run("LedgerEmptiedData", func(t *testing.T) { testBreakLedgerEmptied(t, api) })
 	t.Run("LedgerDeletedWhileTripped", func(t *testing.T) { testBreakLedgerDeletedWhileTripped(t, api) })
+	t.Run("ResetThenDeleted", func(t *testing.T) { testBreakResetThenDeleted(t, api) })
+	t.Run("StaleLeaderRestores", func(t *testing.T) { testBreakStaleLeaderRestores(t, api) })
+	t.Run("GarbageNotRestored", func(t *testing.T) { testBreakGarbageNotRestored(t, api) })
+	t.Run("DryRunPolicySwitchedOff", func(t *testing.T) { testBreakDryRunPolicySwitchedOff(t, api) })
 	t.Run("CorrelatedStormLateConditions", func(t *testing.T) { testBreakStormOneByOne(t, api) })
 	t.Run("CorrelatedStormOnePayload", func(t *testing.T) { testBreakStormOnePayload(t, api) })
 }
@@ -799,23 +805,9 @@ func testBreakLedgerEmptied(t *testing.T, api *testenv.APIServer) {
 // reset ends a trip: the leader puts back what it knew, and the next fault is still held.
 func testBreakLedgerDeletedWhileTripped(t *testing.T, api *testenv.APIServer) {
 	c := newCluster(t, api)
-	pool := unique("brk-lost")
-	a, b, d := unique("a4-a"), unique("a4-b"), unique("a4-d")
-	for _, n := range []string{a, b, d} {
-		c.node(n, gpuNodeLabels(pool, "blk-"+n))
-		c.boot(n, "boot-1", "79")
-	}
-	lease := unique("lease")
-	r := startReplica(t, api, breakPolicy(pool, 5, "maxPerHour: 1", "repair: {maxPerHour: 50}\n"), replicaOpts{lease: lease})
-	r.waitLeading()
-	mustAccept(t, r, gpuAlert(a, "79", time.Now()))
-	c.waitNode(a, "a reported", hostReported("XID"))
-	mustAccept(t, r, gpuAlert(b, "79", time.Now()))
-	c.waitEvent(b, "DisruptionRepairBreakerTripped: repair held (breaker): 1 GPU-fault repairs in pool "+pool)
-
-	if err := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Delete(context.Background(), repairs.ConfigMapName(lease), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	r, pool, a, _, d, _ := tripPool(t, api, c, "brk-lost", replicaOpts{}, "")
+	lease := leaseOf(t, r)
+	deleteLedger(t, api, lease)
 	mustAccept(t, r, gpuAlert(d, "79", time.Now()))
 	c.waitEvent(d, "DisruptionRepairHeld: repair held (breaker)")
 	if n := c.get(d); n.Labels[gke.LabelFaultBehavior] != "" {
@@ -912,5 +904,173 @@ func testBreakStormOnePayload(t *testing.T, api *testenv.APIServer) {
 	t.Logf("storm in one payload: %d of %d repaired; ledger %+v", repaired, len(nodes), l)
 	if repaired > 2 {
 		t.Errorf("%d nodes of one block repaired, want at most 2", repaired)
+	}
+}
+
+// --- restore probes ---
+
+// tripPool starts a replica on a fresh pool and trips its breaker (a repaired, b held); it returns the nodes (the
+// third, d, booted with a fault and never alerted), the policy and the lease.
+func tripPool(t *testing.T, api *testenv.APIServer, c *cluster, prefix string, o replicaOpts, extra string) (r *replica, pool, a, b, d, policy string) {
+	t.Helper()
+	pool = unique(prefix)
+	a, b, d = unique("a4-a"), unique("a4-b"), unique("a4-d")
+	for _, n := range []string{a, b, d} {
+		c.node(n, gpuNodeLabels(pool, "blk-"+n))
+		c.boot(n, "boot-1", "79")
+	}
+	if o.lease == "" {
+		o.lease = unique("lease")
+	}
+	policy = breakPolicy(pool, 5, "maxPerHour: 1", "repair: {maxPerHour: 50}\n"+extra)
+	r = startReplica(t, api, policy, o)
+	r.waitLeading()
+	mustAccept(t, r, gpuAlert(a, "79", time.Now()))
+	if !o.dryRun && !strings.Contains(extra, "dryRun: true") {
+		c.waitNode(a, "a reported", hostReported("XID"))
+		mustAccept(t, r, gpuAlert(b, "79", time.Now()))
+		c.waitEvent(b, "DisruptionRepairBreakerTripped: repair held (breaker): 1 GPU-fault repairs in pool "+pool)
+	} else {
+		c.waitEvent(a, "DisruptionActionDryRun")
+		mustAccept(t, r, gpuAlert(b, "79", time.Now()))
+		c.waitEvent(b, "DisruptionRepairHeld: repair held (breaker)")
+	}
+	return r, pool, a, b, d, policy
+}
+
+func deleteLedger(t *testing.T, api *testenv.APIServer, lease string) {
+	t.Helper()
+	err := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Delete(context.Background(), repairs.ConfigMapName(lease), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+func resetAll(t *testing.T, api *testenv.APIServer, lease string) {
+	t.Helper()
+	var out strings.Builder
+	if err := cli.ResetBreakers(context.Background(), api.Client, &out, cli.ResetOptions{Lease: "default/" + lease, By: "oncall", Now: time.Now()}); err != nil {
+		t.Fatalf("reset: %v (%q)", err, out.String())
+	}
+}
+
+// (1) reset, the leader refreshes, then the ConfigMap is deleted: the restored ledger is the reset one.
+func testBreakResetThenDeleted(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	r, pool, _, _, d, _ := tripPool(t, api, c, "brk-rd", replicaOpts{}, "")
+	lease := leaseOf(t, r)
+	scope := map[string]string{"scope": repairs.PoolScope(pool)}
+	r.waitMetric("tripped", "gke_disruption_repair_breaker_tripped", scope, 1)
+	resetAll(t, api, lease)
+	r.waitMetric("reset seen", "gke_disruption_repair_breaker_tripped", scope, 0)
+	time.Sleep(time.Second) // two more refreshes
+	deleteLedger(t, api, lease)
+	time.Sleep(2 * time.Second)
+	if l := readLedger(t, api, lease); len(l.Tripped()) != 0 {
+		t.Errorf("after reset then delete, ledger tripped again: %+v", l)
+	}
+	if got := r.metric("gke_disruption_repair_breaker_tripped", scope); got != 0 {
+		t.Errorf("tripped metric %v after reset then delete", got)
+	}
+	mustAccept(t, r, gpuAlert(d, "79", time.Now()))
+	c.waitNode(d, "d repaired after reset (and delete)", hostReported("XID"))
+}
+
+// (3) two replicas, one lease: r1 trips the breaker and loses the lease (alive); r2 leads, the operator resets, r2
+// sees it; r2 stops, the ledger is deleted, r1 leads again. r1's memory predates the reset.
+func testBreakStaleLeaderRestores(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	var cut atomic.Bool
+	partition := func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if cut.Load() && strings.Contains(req.URL.Path, "/leases") {
+				return nil, fmt.Errorf("partitioned")
+			}
+			return next.RoundTrip(req)
+		})
+	}
+	lease := unique("lease")
+	r1, pool, _, _, _, policy := tripPool(t, api, c, "brk-stale", replicaOpts{lease: lease, wrapTransport: partition}, "")
+	scope := map[string]string{"scope": repairs.PoolScope(pool)}
+	r1.waitMetric("r1 tripped", "gke_disruption_repair_breaker_tripped", scope, 1)
+	r2 := startReplica(t, api, policy, replicaOpts{lease: lease})
+	cut.Store(true)
+	r2.waitLeading()
+	testenv.Eventually(t, waitLong, "r1 not leading", func() error {
+		if r1.svc.Leading() {
+			return fmt.Errorf("still leading")
+		}
+		return nil
+	})
+	r2.waitMetric("r2 tripped", "gke_disruption_repair_breaker_tripped", scope, 1)
+	resetAll(t, api, lease)
+	r2.waitMetric("r2 sees the reset", "gke_disruption_repair_breaker_tripped", scope, 0)
+	r2.stop()
+	deleteLedger(t, api, lease)
+	cut.Store(false)
+	r1.waitLeading()
+	time.Sleep(2 * time.Second)
+	if l := readLedger(t, api, lease); len(l.Tripped()) != 0 {
+		t.Errorf("the new leader restored a breaker reset meanwhile: ledger %+v, r1 metric %v", l, r1.metric("gke_disruption_repair_breaker_tripped", scope))
+	}
+}
+
+// (4) garbage while the leader knows a tripped ledger: held, never overwritten.
+func testBreakGarbageNotRestored(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	r, _, _, _, d, _ := tripPool(t, api, c, "brk-gb", replicaOpts{}, "")
+	lease := leaseOf(t, r)
+	for _, garbage := range []string{`{"entries": [garbage`, `[]`, `"x"`} {
+		cms := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cm, err := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cm.Data[repairs.DataKey] = garbage
+			_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAccept(t, r, gpuAlert(d, "79", time.Now()))
+		time.Sleep(2 * time.Second)
+		if got, _ := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{}); got.Data[repairs.DataKey] != garbage {
+			t.Errorf("unreadable ledger %q overwritten: %q", garbage, got.Data[repairs.DataKey])
+		}
+		notActedOn(t, c, d, "unreadable ledger "+garbage)
+	}
+}
+
+// (5b) the policy's dryRun switched off by a reload: the dry run's simulated ledger must not become the real one.
+func testBreakDryRunPolicySwitchedOff(t *testing.T, api *testenv.APIServer) {
+	c := newCluster(t, api)
+	r, pool, _, _, _, policy := tripPool(t, api, c, "brk-dryp", replicaOpts{}, "dryRun: true\n")
+	lease := leaseOf(t, r)
+	time.Sleep(time.Second)
+	if _, err := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("dry run wrote the ledger: %v", err)
+	}
+	cfg, err := config.Parse([]byte(strings.Replace(policy, "dryRun: true\n", "", 1)))
+	if err != nil || cfg.DryRun {
+		t.Fatalf("live policy: %v %v", err, cfg)
+	}
+	switched := time.Now()
+	r.svc.SetConfig(cfg) // the live alerts are decided again, live: entries from now on are real
+	time.Sleep(2 * time.Second)
+	l, err := ledgerStore(api, lease).Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Entries {
+		if e.At.Before(switched) {
+			t.Errorf("dry run switched off: the dry run's decision was written as real: %+v (pool %s)", e, pool)
+		}
+	}
+	for scope, b := range l.Breakers {
+		if b.Tripped() && b.TrippedAt.Before(switched) {
+			t.Errorf("dry run switched off: the dry run's simulated trip of %s was written as real: %+v", scope, b)
+		}
 	}
 }

@@ -23,13 +23,15 @@ const (
 )
 
 // repairLedger is this instance's ledger of GPU-fault repairs (package repairs): the store next to its Lease, the
-// ledger as last read or written (for the series), and in a dry run the ledger as the run would have written it,
-// which is never written.
+// ledger as last read or written (for the series), the stored ledger as this term last read or wrote it (what a
+// ledger deleted under the leader is restored to; never a dry run's), and in a dry run the ledger as the run would
+// have written it, which is never written.
 type repairLedger struct {
 	store     repairs.Store
 	logger    *slog.Logger
 	mu        sync.Mutex
 	last      repairs.Ledger
+	known     repairs.Ledger
 	simulated *repairs.Ledger
 }
 
@@ -46,14 +48,14 @@ func (l *repairLedger) read(ctx context.Context, dryRun bool) (repairs.Ledger, e
 		defer l.mu.Unlock()
 		return clone(*l.simulated), nil
 	}
-	last := clone(l.last)
+	known := clone(l.known)
 	l.mu.Unlock()
 	read, err := l.store.Read(ctx)
 	if err != nil {
 		return repairs.Ledger{}, err
 	}
-	if read.Empty() && !last.Empty() && !dryRun {
-		if read, err = l.restore(ctx, last); err != nil {
+	if read.Empty() && !known.Empty() && !dryRun {
+		if read, err = l.restore(ctx, known); err != nil {
 			return repairs.Ledger{}, err
 		}
 	}
@@ -64,6 +66,7 @@ func (l *repairLedger) read(ctx context.Context, dryRun bool) (repairs.Ledger, e
 		l.simulated = &read
 		return clone(read), nil
 	}
+	l.known = clone(read)
 	return read, nil
 }
 
@@ -85,19 +88,20 @@ func (l *repairLedger) update(ctx context.Context, dryRun bool, change func(*rep
 	}
 	l.mu.Lock()
 	l.last = written
+	l.known = clone(written)
 	l.mu.Unlock()
 	return nil
 }
 
-// restore writes back the ledger this instance last read or wrote, found deleted or emptied under it (a kubectl
+// restore writes back the ledger as this term last read or wrote it, found deleted or emptied under it (a kubectl
 // delete, a manifest re-applied): the service never empties its ledger itself, and forgetting it would reset every
 // breaker and count, which only an operator's reset may. One found written meanwhile is kept as it is.
-func (l *repairLedger) restore(ctx context.Context, last repairs.Ledger) (repairs.Ledger, error) {
+func (l *repairLedger) restore(ctx context.Context, known repairs.Ledger) (repairs.Ledger, error) {
 	restored, err := l.store.Update(ctx, func(stored *repairs.Ledger) bool {
 		if !stored.Empty() {
 			return false
 		}
-		*stored = clone(last)
+		*stored = clone(known)
 		return true
 	})
 	if err != nil {
@@ -118,11 +122,13 @@ func (l *repairLedger) refresh(ctx context.Context, dryRun bool) error {
 	return err
 }
 
-// reset forgets a dry run's ledger (a new term reads the stored one again).
+// reset forgets a dry run's ledger and what this term knew of the stored one (a new term reads it again: a reset
+// meanwhile must not be undone from an earlier term's memory).
 func (l *repairLedger) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.simulated = nil
+	l.known = repairs.Ledger{}
 }
 
 func (l *repairLedger) snapshot() repairs.Ledger {
