@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -74,7 +75,7 @@ func seriesRead(t *testing.T, rule string, expr parser.Expr) []string {
 // metricName is the name a selector's matchers ask for, empty when they ask for none by equality.
 func metricName(matchers []*labels.Matcher) string {
 	for _, m := range matchers {
-		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 			return m.Value
 		}
 	}
