@@ -716,18 +716,7 @@ func testBreakLedgerGarbage(t *testing.T, api *testenv.APIServer) {
 	}
 	t.Logf("node events while the ledger was unreadable: %q", c.events(b))
 	// Repaired by hand: the ledger readable again, the repair goes on, a's entry kept.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cm.Data[repairs.DataKey] = good
-		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	editLedger(t, api, lease, func(cm *corev1.ConfigMap) { cm.Data[repairs.DataKey] = good })
 	c.waitNode(b, "b reported once the ledger reads", hostReported("XID"))
 	rep.stop()
 	l := readLedger(t, api, lease)
@@ -780,19 +769,7 @@ func testBreakLedgerEmptied(t *testing.T, api *testenv.APIServer) {
 	r := startReplica(t, api, breakPolicy(pool, 5, "maxPerHour: 10", "repair: {maxPerHour: 50}\n"), replicaOpts{lease: lease})
 	r.waitLeading()
 	afterRepair(t, c, r, node)
-	cms := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm, err := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cm.Data = nil // e.g. re-applied from a manifest with no data
-		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	editLedger(t, api, lease, func(cm *corev1.ConfigMap) { cm.Data = nil }) // e.g. re-applied from a manifest with no data
 	time.Sleep(time.Second)
 	mustAccept(t, r, gpuAlert(node, "79", time.Now()))
 	time.Sleep(3 * time.Second)
@@ -938,6 +915,24 @@ func tripPool(t *testing.T, api *testenv.APIServer, c *cluster, prefix string, o
 	return r, pool, a, b, d, policy
 }
 
+// editLedger changes the ledger's ConfigMap as an operator or a manifest would, retrying on conflicts.
+func editLedger(t *testing.T, api *testenv.APIServer, lease string, edit func(*corev1.ConfigMap)) {
+	t.Helper()
+	cms := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(cm)
+		_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func deleteLedger(t *testing.T, api *testenv.APIServer, lease string) {
 	t.Helper()
 	err := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault).Delete(context.Background(), repairs.ConfigMapName(lease), metav1.DeleteOptions{})
@@ -1020,20 +1015,9 @@ func testBreakGarbageNotRestored(t *testing.T, api *testenv.APIServer) {
 	c := newCluster(t, api)
 	r, _, _, _, d, _ := tripPool(t, api, c, "brk-gb", replicaOpts{}, "")
 	lease := leaseOf(t, r)
+	cms := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
 	for _, garbage := range []string{`{"entries": [garbage`, `[]`, `"x"`} {
-		cms := api.Client.CoreV1().ConfigMaps(metav1.NamespaceDefault)
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cm, err := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cm.Data[repairs.DataKey] = garbage
-			_, err = cms.Update(context.Background(), cm, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		editLedger(t, api, lease, func(cm *corev1.ConfigMap) { cm.Data[repairs.DataKey] = garbage })
 		mustAccept(t, r, gpuAlert(d, "79", time.Now()))
 		time.Sleep(2 * time.Second)
 		if got, _ := cms.Get(context.Background(), repairs.ConfigMapName(lease), metav1.GetOptions{}); got.Data[repairs.DataKey] != garbage {
