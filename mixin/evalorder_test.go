@@ -177,7 +177,7 @@ func runInEveryOrder(t *testing.T, promtool, test string, ruleFiles []string) {
 	var needs []string
 	batches := map[string][]any{}
 	for _, tg := range testGroups {
-		need := strings.Join(groupsNeeded(t, test, groups, tg), ",")
+		need := strings.Join(groupsNeeded(t, test, groups, reads, tg), ",")
 		if _, ok := batches[need]; !ok {
 			needs = append(needs, need)
 		}
@@ -240,7 +240,7 @@ func lags(order []string, reads map[string][]string) string {
 
 // groupsNeeded returns, in file order, the rule groups a promtool test group's assertions depend on: those of the
 // alerts it checks, those recording the series its expressions read, and, transitively, the groups they read.
-func groupsNeeded(t *testing.T, test string, groups []rulefmt.RuleGroup, testGroup any) []string {
+func groupsNeeded(t *testing.T, test string, groups []rulefmt.RuleGroup, reads map[string][]string, testGroup any) []string {
 	t.Helper()
 	producedBy := map[string][]string{}
 	for _, g := range groups {
@@ -289,7 +289,6 @@ func groupsNeeded(t *testing.T, test string, groups []rulefmt.RuleGroup, testGro
 			}
 		}
 	}
-	_, reads := groupDependencies(t, groups)
 	need := map[string]bool{}
 	var visit func(string)
 	visit = func(g string) {
