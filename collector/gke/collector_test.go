@@ -135,9 +135,17 @@ func (h *harness) poll() {
 }
 
 // updater exposes Update as a prometheus.Collector, as the /metrics handler calls it.
+// updater describes every series desc of the package, not those of one collect: which series a poll yields changes
+// from poll to poll, and a pedantic registry then fails Gather on a metric whose desc is not among them.
 type updater struct{ c *Collector }
 
-func (u updater) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(u, ch) }
+func (u updater) Describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{controlPlaneVersionDesc, poolVersionDesc, poolStatusDesc, upgradeSettingsDesc,
+		autoUpgradeStartDesc, autoUpgradePausedDesc, targetVersionDesc, upgradeInProgressDesc, upgradeNodesDesc,
+		windowStartDesc, windowEndDesc, exclusionEndDesc} {
+		ch <- desc
+	}
+}
 func (u updater) Collect(ch chan<- prometheus.Metric) { _ = u.c.Update(ch) }
 
 func (h *harness) gatherer() prometheus.Gatherer {
