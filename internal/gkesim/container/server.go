@@ -31,6 +31,8 @@ const (
 	MethodGetCluster               = "GetCluster"
 	MethodListOperations           = "ListOperations"
 	MethodFetchNodePoolUpgradeInfo = "FetchNodePoolUpgradeInfo"
+	MethodUpdateNodePool           = "UpdateNodePool"
+	MethodGetOperation             = "GetOperation"
 	// AnyMethod selects every method in Fail.
 	AnyMethod = ""
 )
@@ -68,6 +70,16 @@ type Server struct {
 	faults      map[string]*fault // by method; AnyMethod for all
 	latency     time.Duration
 	calls       map[string]int
+	// onUpgrade plays a node pool upgrade UpdateNodePool started (a scenario driver); nil leaves it running.
+	onUpgrade func(clusterName, pool, version, operation string)
+}
+
+// OnNodePoolUpgrade has play called, outside the server's lock, for every node pool upgrade UpdateNodePool starts:
+// the pool, the version to upgrade to and the operation's name, which play moves on and finishes (or fails).
+func (s *Server) OnNodePoolUpgrade(play func(clusterName, pool, version, operation string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onUpgrade = play
 }
 
 // New returns a simulator with no clusters.
@@ -224,6 +236,19 @@ func (s *Server) FinishOperation(name string) error {
 	})
 }
 
+// FailOperation ends an operation as GKE ends one that failed: DONE, with its error and status message.
+func (s *Server) FailOperation(name, message string) error {
+	return s.UpdateOperation(name, func(op *containerpb.Operation) {
+		op.Status = containerpb.Operation_DONE
+		op.EndTime = time.Now().UTC().Format(time.RFC3339Nano)
+		op.Error = status.New(codes.Internal, message).Proto()
+		op.StatusMessage = message //nolint:staticcheck // GKE still fills the deprecated field
+		if op.Progress != nil {
+			op.Progress.Status = containerpb.Operation_DONE
+		}
+	})
+}
+
 // Fail makes the next n calls of method (AnyMethod: of every method) fail with code. A negative n fails every call
 // until Fail is called again; Fail(m, codes.OK, 0) ends a fault.
 func (s *Server) Fail(method string, code codes.Code, n int) {
@@ -372,4 +397,68 @@ func (a api) FetchNodePoolUpgradeInfo(ctx context.Context, req *containerpb.Fetc
 		return proto.Clone(info).(*containerpb.NodePoolUpgradeInfo), nil
 	}
 	return &containerpb.NodePoolUpgradeInfo{AutoUpgradeStatus: []containerpb.NodePoolUpgradeInfo_AutoUpgradeStatus{containerpb.NodePoolUpgradeInfo_ACTIVE}}, nil
+}
+
+// UpdateNodePool starts an upgrade of the pool's nodes to node_version ("-": the control plane's), as GKE does: an
+// UPGRADE_NODES operation on the pool, refused while another operation runs on it. The upgrade is played by the
+// OnNodePoolUpgrade function; the pool's version changes when it finishes.
+func (a api) UpdateNodePool(ctx context.Context, req *containerpb.UpdateNodePoolRequest) (*containerpb.Operation, error) {
+	if err := a.s.admit(ctx, MethodUpdateNodePool); err != nil {
+		return nil, err
+	}
+	clusterName, pool, ok := strings.Cut(req.GetName(), "/nodePools/")
+	a.s.mu.Lock()
+	c := a.s.clusters[clusterName]
+	i := slices.IndexFunc(c.GetNodePools(), func(np *containerpb.NodePool) bool { return np.GetName() == pool })
+	if !ok || c == nil || i < 0 {
+		a.s.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "Not found: %s.", req.GetName())
+	}
+	np := c.GetNodePools()[i]
+	version := req.GetNodeVersion()
+	if version == "-" {
+		version = c.GetCurrentMasterVersion()
+	}
+	if version == "" || req.GetImageType() == "" {
+		a.s.mu.Unlock()
+		return nil, status.Errorf(codes.InvalidArgument, "node_version and image_type must be set (got %q, %q)", req.GetNodeVersion(), req.GetImageType())
+	}
+	for _, o := range a.s.operations {
+		if o.op.GetTargetLink() == np.GetSelfLink() && o.op.GetStatus() != containerpb.Operation_DONE {
+			a.s.mu.Unlock()
+			return nil, status.Errorf(codes.FailedPrecondition, "Cluster is running incompatible operation %s.", o.op.GetName())
+		}
+	}
+	total := int64(np.GetInitialNodeCount())
+	play := a.s.onUpgrade
+	a.s.mu.Unlock()
+	name := a.s.StartNodePoolOperation(clusterName, pool, containerpb.Operation_UPGRADE_NODES, total)
+	if play != nil {
+		play(clusterName, pool, version, name)
+	}
+	return a.s.Operation(name), nil
+}
+
+// GetOperation answers an operation by its resource name, projects/P/locations/L/operations/O.
+func (a api) GetOperation(ctx context.Context, req *containerpb.GetOperationRequest) (*containerpb.Operation, error) {
+	if err := a.s.admit(ctx, MethodGetOperation); err != nil {
+		return nil, err
+	}
+	parent, name, ok := strings.Cut(req.GetName(), "/operations/")
+	if op := a.s.Operation(name); ok && op != nil && strings.HasSuffix(op.GetSelfLink(), parent+"/operations/"+name) {
+		return op, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "Not found: %s.", req.GetName())
+}
+
+// Operation is a copy of the operation of that (short) name, or nil.
+func (s *Server) Operation(name string) *containerpb.Operation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.operations {
+		if o.op.GetName() == name {
+			return proto.Clone(o.op).(*containerpb.Operation)
+		}
+	}
+	return nil
 }

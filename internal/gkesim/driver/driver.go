@@ -108,6 +108,8 @@ type Driver struct {
 
 	mu     sync.Mutex
 	status Status
+	// requested are the upgrades the GKE API simulator's UpdateNodePool started, not yet begun.
+	requested []requestedUpgrade
 }
 
 // simNode is one node: its pool, its VM's metadata server and what GKE is doing to it. Only the Run goroutine
@@ -164,6 +166,9 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 	}
 	if d.tick <= 0 {
 		d.tick = 100 * time.Millisecond
+	}
+	if d.gke != nil {
+		d.gke.OnNodePoolUpgrade(d.requestUpgrade)
 	}
 	d.started = make(chan struct{})
 	project := d.sc.Cluster.Project
@@ -270,6 +275,7 @@ func (d *Driver) pass(ctx context.Context, now time.Time) {
 		d.fire(ctx, d.events[d.nextEvent], now)
 		d.nextEvent++
 	}
+	d.startRequestedUpgrades(now)
 	for _, sn := range d.nodes {
 		d.advanceMaintenance(sn, now)
 		d.advancePreemption(sn, now)

@@ -56,7 +56,7 @@ type currentOperation struct {
 }
 
 // GKECluster is the scenario's cluster as the GKE API shows it at the start: every node pool at the cluster's
-// version, running, surge-upgraded and auto-upgraded as GKE sets a new pool up.
+// version, running, surge-upgraded and auto-upgraded, on Container-Optimized OS, as GKE sets a new pool up.
 func (sc *Scenario) GKECluster() *containerpb.Cluster {
 	c := &containerpb.Cluster{Name: sc.Cluster.Name, CurrentMasterVersion: sc.Cluster.Version}
 	for _, p := range sc.NodePools {
@@ -64,6 +64,7 @@ func (sc *Scenario) GKECluster() *containerpb.Cluster {
 			Name: p.Name, Version: sc.Cluster.Version, Status: containerpb.NodePool_RUNNING, InitialNodeCount: int32(p.Nodes),
 			UpgradeSettings: &containerpb.NodePool_UpgradeSettings{MaxSurge: 1},
 			Management:      &containerpb.NodeManagement{AutoUpgrade: true, AutoRepair: true},
+			Config:          &containerpb.NodeConfig{MachineType: p.MachineType, ImageType: "COS_CONTAINERD"},
 		})
 	}
 	return c
@@ -72,20 +73,58 @@ func (sc *Scenario) GKECluster() *containerpb.Cluster {
 // startUpgrade begins a surge upgrade of the event's pool: RECONCILING with an UPGRADE_NODES operation in the GKE
 // API, every node of the pool queued by index.
 func (d *Driver) startUpgrade(te timedEvent, now time.Time) {
-	u := te.event.Upgrade
-	pool := d.sc.Pool(u.NodePool)
-	if d.upgrades[pool] != nil {
-		d.logger.Warn("node pool already upgrading, upgrade left out", "event", te.index, "pool", pool.Name)
+	d.beginUpgrade(te.event.Upgrade, "", now)
+}
+
+// requestedUpgrade is an upgrade the GKE API's UpdateNodePool started, for the Run goroutine to play.
+type requestedUpgrade struct{ pool, version, operation string }
+
+// requestUpgrade queues an upgrade UpdateNodePool started (called by the GKE API simulator, on its goroutine).
+func (d *Driver) requestUpgrade(clusterName, pool, version, operation string) {
+	if clusterName != d.clusterName {
 		return
 	}
-	up := &poolUpgrade{event: u, queue: d.targets(pool, nil)}
+	d.mu.Lock()
+	d.requested = append(d.requested, requestedUpgrade{pool: pool, version: version, operation: operation})
+	d.mu.Unlock()
+	d.poke()
+}
+
+// startRequestedUpgrades begins the upgrades UpdateNodePool asked for since the last pass, with the pool's own
+// upgrade settings (a surge of one node at a time, as GKECluster sets pools up).
+func (d *Driver) startRequestedUpgrades(now time.Time) {
+	d.mu.Lock()
+	requested := d.requested
+	d.requested = nil
+	d.mu.Unlock()
+	for _, r := range requested {
+		if d.sc.Pool(r.pool) == nil {
+			d.logger.Warn("upgrade of a node pool the scenario does not have", "pool", r.pool)
+			continue
+		}
+		d.beginUpgrade(&UpgradeEvent{NodePool: r.pool, Version: r.version, MaxSurge: 1}, r.operation, now)
+	}
+}
+
+// beginUpgrade starts u; operation is its UPGRADE_NODES operation when the GKE API started it ("" starts one).
+func (d *Driver) beginUpgrade(u *UpgradeEvent, operation string, now time.Time) {
+	pool := d.sc.Pool(u.NodePool)
+	if d.upgrades[pool] != nil {
+		d.logger.Warn("node pool already upgrading, upgrade left out", "pool", pool.Name)
+		return
+	}
+	up := &poolUpgrade{event: u, queue: d.targets(pool, nil), operation: operation}
 	up.total = len(up.queue)
 	if u.Strategy == StrategyBlueGreen {
 		up.blueGreen = &blueGreen{blue: up.queue, green: make([]*simNode, len(up.queue)), greenReady: now.Add(time.Duration(d.sc.GKE.NodeCreation))}
 		up.queue = nil
 	}
 	if d.gke != nil {
-		up.operation = d.gke.StartNodePoolOperation(d.clusterName, pool.Name, containerpb.Operation_UPGRADE_NODES, int64(up.total))
+		if up.operation == "" {
+			up.operation = d.gke.StartNodePoolOperation(d.clusterName, pool.Name, containerpb.Operation_UPGRADE_NODES, int64(up.total))
+		} else {
+			d.setNodesTotal(up)
+		}
 		d.updateGKEPool(pool, func(np *containerpb.NodePool) { np.Status = containerpb.NodePool_RECONCILING })
 	}
 	if up.blueGreen != nil {
@@ -94,6 +133,34 @@ func (d *Driver) startUpgrade(te timedEvent, now time.Time) {
 	d.upgrades[pool] = up
 	d.logger.Info("node pool upgrade started", "pool", pool.Name, "version", u.Version, "max_surge", u.MaxSurge,
 		"nodes", up.total, "operation", up.operation)
+}
+
+// setNodesTotal shows the pool's node count in an operation the GKE API started without knowing it.
+func (d *Driver) setNodesTotal(up *poolUpgrade) {
+	if err := d.gke.UpdateOperation(up.operation, func(op *containerpb.Operation) {
+		for _, m := range op.GetProgress().GetMetrics() {
+			if m.GetName() == "NODES_TOTAL" {
+				m.Value = &containerpb.OperationProgress_Metric_IntValue{IntValue: int64(up.total)}
+			}
+		}
+	}); err != nil {
+		d.logger.Warn("showing the upgrade's node count", "operation", up.operation, "err", err)
+	}
+}
+
+// failed tells whether the upgrade's operation ended with an error (a test or a fault ends it so): GKE stops, the
+// nodes not yet replaced stay as they are, and the pool is RUNNING at its old version.
+func (d *Driver) failed(pool *NodePool, up *poolUpgrade) bool {
+	if d.gke == nil || up.operation == "" {
+		return false
+	}
+	op := d.gke.Operation(up.operation)
+	if op.GetStatus() != containerpb.Operation_DONE || op.GetError() == nil {
+		return false
+	}
+	d.logger.Info("node pool upgrade failed", "pool", pool.Name, "operation", up.operation, "error", op.GetError().GetMessage())
+	d.updateGKEPool(pool, func(np *containerpb.NodePool) { np.Status, np.UpdateInfo = containerpb.NodePool_RUNNING, nil })
+	return true
 }
 
 // announceAutoUpgrade shows an auto-upgrade to come in the GKE API: its start time and target version.
@@ -128,6 +195,10 @@ func (d *Driver) updateGKEPool(pool *NodePool, change func(*containerpb.NodePool
 func (d *Driver) advanceUpgrades(ctx context.Context, byNode map[string][]*corev1.Pod, now time.Time) {
 	for _, pool := range d.upgradingPools() {
 		up := d.upgrades[pool]
+		if d.failed(pool, up) {
+			delete(d.upgrades, pool)
+			continue
+		}
 		// A queued VM that ended meanwhile (flex-start) leaves nothing to upgrade.
 		up.queue = slices.DeleteFunc(up.queue, func(sn *simNode) bool {
 			if d.byName[sn.name] == sn {
