@@ -69,6 +69,8 @@ type Options struct {
 	// Silencer, when set, keeps Alertmanager silences for the nodes with work while this replica leads.
 	Silencer   *silence.Silencer
 	Registerer prometheus.Registerer
+	// GKE is the cluster in the GKE API, for the policy keys that need it; nil without one.
+	GKE executor.GKE
 }
 
 // Service is one replica.
@@ -112,6 +114,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 		RequeueInterval: opts.RequeueInterval,
 		Registerer:      opts.Registerer,
 		Fence:           fence.held,
+		GKE:             opts.GKE,
 	})
 	if err != nil {
 		return nil, err
@@ -143,9 +146,12 @@ func (s *Service) Ready() bool {
 }
 
 // SetConfig replaces the policy (a reload); running work carries on under it.
-func (s *Service) SetConfig(cfg *config.Config) {
+func (s *Service) SetConfig(cfg *config.Config) error {
+	if err := s.executor.SetConfig(cfg); err != nil {
+		return err
+	}
 	s.cfg.Store(cfg)
-	s.executor.SetConfig(cfg)
+	return nil
 }
 
 // silences is what the silencer keeps: the nodes with work, under the policy's silences section; nothing may be

@@ -23,13 +23,13 @@ type ConfigWatcher struct {
 	logger   *slog.Logger
 	path     string
 	interval time.Duration
-	apply    func(*config.Config)
+	apply    func(*config.Config) error
 	success  prometheus.Gauge
 	loaded   [sha256.Size]byte
 }
 
 // NewConfigWatcher watches path, which was loaded as initial; apply receives each new policy.
-func NewConfigWatcher(logger *slog.Logger, path string, interval time.Duration, apply func(*config.Config), reg prometheus.Registerer) (*ConfigWatcher, error) {
+func NewConfigWatcher(logger *slog.Logger, path string, interval time.Duration, apply func(*config.Config) error, reg prometheus.Registerer) (*ConfigWatcher, error) {
 	w := &ConfigWatcher{
 		logger: logger, path: path, interval: interval, apply: apply,
 		success: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -82,7 +82,10 @@ func (w *ConfigWatcher) reload(force bool) {
 		return
 	}
 	w.loaded = sum
-	w.apply(cfg)
+	if err := w.apply(cfg); err != nil {
+		w.failed(err)
+		return
+	}
 	w.success.Set(1)
 	w.logger.Info("policy reloaded", "file", w.path, "pools", len(cfg.Pools), "paused", cfg.Paused, "dry_run", cfg.DryRun)
 }

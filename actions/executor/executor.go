@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,6 +66,25 @@ type Options struct {
 	// Fence reports whether this replica surely still holds the Lease; every write (claim, cordon, eviction, label)
 	// is made only while it does, and the replica reports itself not leading as soon as it does not. Nil: always.
 	Fence func() bool
+	// GKE is the cluster in the GKE API (package gkeapi), for the policy keys that need it (Config.NeedsGKEAPI);
+	// nil without one.
+	GKE GKE
+}
+
+// GKE is the part of the GKE API the executor uses, for its own cluster.
+type GKE interface {
+	GetCluster(ctx context.Context) (*containerpb.Cluster, error)
+	UpgradeNodePool(ctx context.Context, pool, version, imageType string) (operation string, err error)
+	Operation(ctx context.Context, name string) (*containerpb.Operation, error)
+	PoolOperations(ctx context.Context, pool string) ([]*containerpb.Operation, error)
+}
+
+// CheckConfig tells why the executor cannot run cfg: a key that needs the GKE API without one.
+func CheckConfig(cfg *config.Config, gke GKE) error {
+	if key := cfg.NeedsGKEAPI(); key != "" && gke == nil {
+		return fmt.Errorf("%s needs the GKE API: run the actions service with --gke.cluster (on GKE the metadata server names the cluster)", key)
+	}
+	return nil
 }
 
 // drainRun is a drain running in the background, for one incarnation of a node.
@@ -109,6 +129,9 @@ type Executor struct {
 func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	if opts.RequeueInterval == 0 {
 		opts.RequeueInterval = DefaultRequeueInterval
+	}
+	if err := CheckConfig(opts.Config, opts.GKE); err != nil {
+		return nil, err
 	}
 	e := &Executor{
 		logger:   logger,
@@ -155,7 +178,10 @@ func (e *Executor) dryRun() bool { return e.opts.DryRun || e.config().DryRun }
 
 // SetConfig replaces the policy (a reload). Running work carries on; every live alert is decided again under the
 // new policy.
-func (e *Executor) SetConfig(cfg *config.Config) {
+func (e *Executor) SetConfig(cfg *config.Config) error {
+	if err := CheckConfig(cfg, e.opts.GKE); err != nil {
+		return err
+	}
 	e.cfg.Store(cfg)
 	e.enqueueAlerts()
 	if e.dryRun() {
@@ -166,9 +192,10 @@ func (e *Executor) SetConfig(cfg *config.Config) {
 		for _, name := range names {
 			e.stopDrain(name, "")
 		}
-		return
+		return nil
 	}
 	e.enqueue(e.metrics.state.names()...)
+	return nil
 }
 
 // Run watches nodes until ctx ends.

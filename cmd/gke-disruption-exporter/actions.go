@@ -16,12 +16,16 @@ import (
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/executor"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/gkeapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/collector/metadata"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
@@ -48,6 +52,11 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		Default(actions.DefaultReloadInterval.String()).Duration()
 	alertmanagerURLs := cmd.Flag("alertmanager.url", "Alertmanager to keep silences in while work runs on a node, e.g. http://alertmanager:9093 (repeatable: the peers of one HA cluster; the first that answers is used).").
 		URLList()
+	gkeCluster := cmd.Flag("gke.cluster", "The cluster in the GKE API, for the policy keys that need it (upgrade.withMaintenance). "+
+		"Default: this service's own, from the metadata server's project and cluster-location and cluster-name attributes.").
+		PlaceHolder("projects/P/locations/L/clusters/C").String()
+	gkeEndpoint := cmd.Flag("gke.endpoint", "GKE API endpoint, host:port (default: Google's).").String()
+	gkeInsecure := cmd.Flag("gke.insecure", "Talk plaintext gRPC without credentials to --gke.endpoint (the simulator, tests).").Bool()
 	alertmanagerHTTPConfig := cmd.Flag("alertmanager.http-config.file", "HTTP client configuration for Alertmanager (TLS, basic auth, bearer token, OAuth 2.0; Prometheus' http_config format).").
 		ExistingFile()
 
@@ -95,6 +104,10 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		} else if *alertmanagerHTTPConfig != "" {
 			return fmt.Errorf("--alertmanager.http-config.file needs --alertmanager.url")
 		}
+		gkeClient, err := actionsGKE(ctx, logger, *gkeCluster, *gkeEndpoint, *gkeInsecure, cfg.NeedsGKEAPI())
+		if err != nil {
+			return err
+		}
 		svc, err := actions.New(logger, actions.Options{
 			Config:          cfg,
 			DryRun:          *dryRun,
@@ -108,6 +121,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 			Silencer:        silencer,
 			Cluster:         *cluster,
 			Registerer:      reg,
+			GKE:             gkeClient,
 		})
 		if err != nil {
 			return err
@@ -171,6 +185,39 @@ func clusterFromMetadata(ctx context.Context, logger *slog.Logger) string {
 	}
 	logger.Warn("own cluster unknown (no --cluster, no cluster-name attribute on the metadata server): accepting alerts of every cluster", "err", err)
 	return ""
+}
+
+// actionsGKE is the actions service's client of its cluster in the GKE API: the cluster --gke.cluster names, else
+// the metadata server's, looked up only when the policy needs the API (needs names the key) so that a service
+// off GKE without it starts at once. Nil when the cluster is unknown; a policy that needs it is then refused.
+func actionsGKE(ctx context.Context, logger *slog.Logger, name, endpoint string, insecure bool, needs string) (executor.GKE, error) {
+	if insecure && endpoint == "" {
+		return nil, errors.New("--gke.insecure needs --gke.endpoint")
+	}
+	var cluster gke.Cluster
+	switch {
+	case name != "":
+		c, err := gke.ParseCluster(name)
+		if err != nil {
+			return nil, fmt.Errorf("--gke.cluster: %w", err)
+		}
+		cluster = c
+	case needs != "":
+		c, ok := ownGKECluster(ctx, logger, wait.Backoff{Duration: time.Second, Factor: 2, Steps: 4, Cap: 30 * time.Second})
+		if !ok {
+			return nil, ctx.Err()
+		}
+		cluster = c
+	}
+	if cluster == (gke.Cluster{}) {
+		return nil, nil
+	}
+	cm, err := gke.NewClient(ctx, endpoint, insecure)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("GKE API client ready", "cluster", cluster.String())
+	return gkeapi.New(cm, cluster), nil
 }
 
 // replicaIdentity is the pod name (downward API POD_NAME), else the host name with a random suffix.

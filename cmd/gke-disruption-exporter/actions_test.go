@@ -283,7 +283,7 @@ func TestConfigWatcherReloadsOnSignal(t *testing.T) {
 	path := writePolicy(t, "pools: [{name: a}]\n")
 	loaded := make(chan bool, 4)
 	reg := prometheus.NewRegistry()
-	w, err := actions.NewConfigWatcher(promslog.NewNopLogger(), path, time.Hour, func(c *config.Config) { loaded <- c.Paused }, reg)
+	w, err := actions.NewConfigWatcher(promslog.NewNopLogger(), path, time.Hour, func(c *config.Config) error { loaded <- c.Paused; return nil }, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,9 +74,9 @@ func (c Cluster) location() string { return "projects/" + c.Project + "/location
 
 func (c Cluster) nodePool(pool string) string { return c.String() + "/nodePools/" + pool }
 
-// nodePoolOf is the node pool of this cluster an operation's target link names. Links name the project by ID or
+// NodePoolOf is the node pool of this cluster an operation's target link names. Links name the project by ID or
 // number and the location as a zone or location, so only the location, cluster and pool are compared.
-func (c Cluster) nodePoolOf(link string) (string, bool) {
+func (c Cluster) NodePoolOf(link string) (string, bool) {
 	for _, scope := range []string{"/locations/", "/zones/"} {
 		prefix := scope + c.Location + "/clusters/" + c.Name + "/nodePools/"
 		if _, pool, ok := strings.Cut(link, prefix); ok && pool != "" && !strings.Contains(pool, "/") {

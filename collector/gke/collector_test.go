@@ -504,7 +504,7 @@ func TestOperationTargetLinks(t *testing.T) {
 		"https://container.googleapis.com/v1/projects/p1/locations/us-central1/clusters/training/nodePools/a3": "",
 		"https://container.googleapis.com/v1/projects/p1/locations/europe-west4/clusters/train/nodePools/a3":   "",
 	} {
-		if got, _ := train.nodePoolOf(link); got != want {
+		if got, _ := train.NodePoolOf(link); got != want {
 			t.Errorf("%s: pool %q, want %q", link, got, want)
 		}
 	}

@@ -141,7 +141,7 @@ func renderOperations(c Cluster, operations []*containerpb.Operation) []promethe
 		if op.GetStatus() != containerpb.Operation_PENDING && op.GetStatus() != containerpb.Operation_RUNNING {
 			continue
 		}
-		pool, ok := c.nodePoolOf(op.GetTargetLink())
+		pool, ok := c.NodePoolOf(op.GetTargetLink())
 		if !ok {
 			continue
 		}
