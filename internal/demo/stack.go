@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"gopkg.in/yaml.v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -109,9 +110,13 @@ type Stack struct {
 	driverErr chan error
 	// actionsUp is closed once the actions service is ready (and Actions set).
 	actionsUp chan struct{}
+	// begin starts the driver's story.
+	begin chan struct{}
 }
 
-// Start starts every component and waits until each is ready. On error everything started is stopped.
+// Start starts every component, waits until each is ready, and then starts the scenario's story once Prometheus
+// watches the cluster, as the monitoring of a production cluster runs before anything happens to it. On error
+// everything started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Scenario == nil || opts.Exporter == "" || opts.PolicyFile == "" || opts.AlertmanagerFile == "" {
 		return nil, errors.New("a scenario, the exporter binary, a policy file and an Alertmanager configuration are required")
@@ -129,7 +134,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Stack{opts: opts, LogDir: filepath.Join(opts.Dir, "logs"), NodeAgents: map[string]string{},
-		Metadata: map[string]string{}, DCGM: map[string]string{}, driverErr: make(chan error, 1), actionsUp: make(chan struct{})}
+		Metadata: map[string]string{}, DCGM: map[string]string{}, driverErr: make(chan error, 1), actionsUp: make(chan struct{}),
+		begin: make(chan struct{})}
 	if err := os.MkdirAll(s.LogDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -153,6 +159,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startPrometheusAndAlertmanager(ctx, opts); err != nil {
 		return nil, err
 	}
+	if err := s.startStory(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -173,7 +182,7 @@ func (s *Stack) startKube(opts Options) error {
 }
 
 // startSimulators starts the Cloud Monitoring and GKE API simulators, one metadata server per node, and the
-// driver, and waits until the driver has registered the cluster.
+// driver, and waits until the driver has registered the cluster; its story waits for startStory.
 func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 	// Points are sampled and published once per listing interval, as GKE samples once per collector interval.
 	s.monitor = monitoring.New(monitoring.Options{SamplePeriod: opts.Interval, Delay: opts.Interval})
@@ -189,7 +198,7 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 		return fmt.Errorf("starting the GKE API simulator: %w", err)
 	}
 	d, err := driver.New(opts.Logger.With("component", "gke"), driver.Options{
-		Client: s.Client, Scenario: sc, Monitoring: s.monitor, GKE: s.gke, Reporter: s.ReportFaulty})
+		Client: s.Client, Scenario: sc, Monitoring: s.monitor, GKE: s.gke, Reporter: s.ReportFaulty, Begin: s.begin})
 	if err != nil {
 		return err
 	}
@@ -215,13 +224,112 @@ func (s *Stack) startSimulators(ctx context.Context, opts Options) error {
 		s.driverErr <- d.Run(ctx)
 	}()
 	select {
-	case <-d.Started():
+	case <-d.Registered():
 		return nil
 	case err := <-s.driverErr:
 		return fmt.Errorf("GKE driver: %w", err)
 	case <-time.After(2 * time.Minute):
 		return errors.New("the GKE driver did not register the cluster within 2 minutes")
 	}
+}
+
+// startStory waits until Prometheus watches the cluster, every target scraped and up and every rule evaluated
+// since, and then starts the driver's story: what happens at its start is seen as it happens, however long the
+// components took to start. Story time runs hundreds of times faster than the wall clock, so a few seconds of a
+// slow start would otherwise be hours of the story nobody watched.
+func (s *Stack) startStory(ctx context.Context) error {
+	if err := s.waitWatching(ctx, time.Minute); err != nil {
+		return err
+	}
+	close(s.begin)
+	select {
+	case <-s.Driver.Started():
+		return nil
+	case err := <-s.driverErr:
+		return fmt.Errorf("GKE driver: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitWatching polls Prometheus until every target has answered a scrape and every rule has been evaluated after
+// that.
+func (s *Stack) waitWatching(ctx context.Context, timeout time.Duration) error {
+	prom, err := s.PrometheusAPI()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	var up time.Time // when every target was first seen up
+	for {
+		problem := ""
+		if up.IsZero() {
+			if problem = targetsDown(ctx, prom); problem == "" {
+				up = time.Now()
+				problem = "rules not evaluated yet"
+			}
+		} else {
+			problem = rulesNotEvaluatedSince(ctx, prom, up)
+		}
+		if problem == "" {
+			return nil
+		}
+		if msg := s.Exited(); msg != "" {
+			return errors.New(msg)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Prometheus does not watch the cluster after %v: %s", timeout, problem)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), errors.New("waiting for Prometheus' first scrapes and evaluations"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// targetsDown names a target Prometheus has not scraped successfully yet, or returns "".
+func targetsDown(ctx context.Context, prom promv1.API) string {
+	targets, err := prom.Targets(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	if len(targets.Active) == 0 {
+		return "no targets"
+	}
+	for _, t := range targets.Active {
+		if t.Health != promv1.HealthGood {
+			return fmt.Sprintf("target %s %s %s", t.ScrapeURL, t.Health, t.LastError)
+		}
+	}
+	return ""
+}
+
+// rulesNotEvaluatedSince names a rule Prometheus has not evaluated since t, or returns "".
+func rulesNotEvaluatedSince(ctx context.Context, prom promv1.API, t time.Time) string {
+	rules, err := prom.Rules(ctx, nil)
+	if err != nil {
+		return err.Error()
+	}
+	if len(rules.Groups) == 0 {
+		return "no rule groups"
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			var name string
+			var last time.Time
+			switch r := r.(type) {
+			case promv1.RecordingRule:
+				name, last = r.Name, r.LastEvaluation
+			case promv1.AlertingRule:
+				name, last = r.Name, r.LastEvaluation
+			}
+			if !last.After(t) {
+				return fmt.Sprintf("rule %s of group %s last evaluated %s", name, g.Name, last.Format(time.RFC3339Nano))
+			}
+		}
+	}
+	return ""
 }
 
 // serveDCGM serves each GPU node's dcgm-exporter on its own port from base, as Prometheus scrapes the pods of its

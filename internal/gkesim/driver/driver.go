@@ -63,6 +63,10 @@ type Options struct {
 	// GKE is the GKE API simulator holding the scenario's cluster (SetCluster with Scenario.GKECluster), in which the
 	// driver shows node pool upgrades; nil shows them nowhere.
 	GKE *container.Server
+	// Begin, when set, holds the story until it is closed: the cluster is registered (Registered) and waits, its
+	// nodes Ready, for whoever watches it to start, and the story's clock starts at zero when Begin closes. Nil
+	// starts the story as soon as the cluster is registered.
+	Begin <-chan struct{}
 }
 
 // Node is a simulated node, the metadata server of its VM and, on a GPU node, its dcgm-exporter; serve each on its
@@ -104,7 +108,10 @@ type Driver struct {
 	// devicePluginEvents records Events as GKE's GPU device plugin does.
 	devicePluginEvents record.EventRecorder
 	wake               chan struct{}
-	started            chan struct{}
+	// begin holds the story (Options.Begin); ready is closed once the cluster is registered, started once the
+	// story runs.
+	begin          <-chan struct{}
+	ready, started chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -158,6 +165,7 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 		tick:     opts.Tick,
 		reporter: opts.Reporter,
 		gke:      opts.GKE,
+		begin:    opts.Begin,
 		clusterName: container.ClusterName(opts.Scenario.Cluster.Project, opts.Scenario.Cluster.Location,
 			opts.Scenario.Cluster.Name),
 		upgrades: map[*NodePool]*poolUpgrade{},
@@ -170,7 +178,7 @@ func New(logger *slog.Logger, opts Options) (*Driver, error) {
 	if d.gke != nil {
 		d.gke.OnNodePoolUpgrade(d.requestUpgrade)
 	}
-	d.started = make(chan struct{})
+	d.ready, d.started = make(chan struct{}), make(chan struct{})
 	project := d.sc.Cluster.Project
 	for p := range d.sc.NodePools {
 		pool := &d.sc.NodePools[p]
@@ -209,6 +217,9 @@ func instanceID(name string) string {
 // later takes over the metadata server and dcgm-exporter of the node it replaces.
 func (d *Driver) Nodes() []Node { return slices.Clone(d.registered) }
 
+// Registered is closed once the cluster is registered: its namespaces and its nodes, Ready.
+func (d *Driver) Registered() <-chan struct{} { return d.ready }
+
 // Started is closed once the cluster is registered and the story clock runs.
 func (d *Driver) Started() <-chan struct{} { return d.started }
 
@@ -243,6 +254,14 @@ func (d *Driver) Run(ctx context.Context) error {
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.client.CoreV1().Events("")})
 	defer events.Shutdown()
 	d.devicePluginEvents = events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: devicePluginName})
+	close(d.ready)
+	if d.begin != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.begin:
+		}
+	}
 	d.clock = storyClock{start: time.Now(), scale: d.sc.TimeScale}
 	d.events = timeline(d.sc, d.clock)
 	d.logger.Info("story started", "nodes", len(d.nodes), "workloads", len(d.workloads), "events", len(d.events),
