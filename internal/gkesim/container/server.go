@@ -236,13 +236,12 @@ func (s *Server) FinishOperation(name string) error {
 	})
 }
 
-// FailOperation ends an operation as GKE ends one that failed: DONE, with its error and status message.
+// FailOperation ends an operation as GKE ends one that failed: DONE, with its error.
 func (s *Server) FailOperation(name, message string) error {
 	return s.UpdateOperation(name, func(op *containerpb.Operation) {
 		op.Status = containerpb.Operation_DONE
 		op.EndTime = time.Now().UTC().Format(time.RFC3339Nano)
 		op.Error = status.New(codes.Internal, message).Proto()
-		op.StatusMessage = message //nolint:staticcheck // GKE still fills the deprecated field
 		if op.Progress != nil {
 			op.Progress.Status = containerpb.Operation_DONE
 		}
