@@ -124,34 +124,10 @@ type Pool struct {
 	// it is announced, whatever its window, under its own budget instead of maxUnavailable and the top-level
 	// windows.
 	Repair *Repair `yaml:"repair"`
-	// Upgrade, when set, pairs the pool's node upgrades with its host maintenance.
-	Upgrade *Upgrade `yaml:"upgrade"`
-}
-
-// DefaultUpgradeDeadline bounds a node pool upgrade started with maintenance: GKE replaces a GPU pool's nodes one
-// surge at a time, each in minutes to tens of minutes.
-const DefaultUpgradeDeadline = 6 * time.Hour
-
-// Upgrade pairs a parallel pool's node pool upgrade with its host maintenance (GKE's parallel strategy for coupled
-// training: one downtime for both).
-type Upgrade struct {
-	// WithMaintenance: when the pool's maintenance is taken and its version is behind the control plane's, once
-	// GKE has finished the host maintenance on every node of the group, the pool is upgraded (UpdateNodePool to the
-	// control-plane version, its image type) before the nodes are handed back. Needs the GKE API and
-	// container.clusters.update.
-	WithMaintenance bool `yaml:"withMaintenance"`
-	// Deadline ends an upgrade GKE has not finished this long after it was requested: failed, the nodes handed
-	// back (default 6h).
-	Deadline Duration `yaml:"deadline"`
 }
 
 // NeedsGKEAPI names the first key of the policy that needs the GKE API, or "" when none does.
 func (c *Config) NeedsGKEAPI() string {
-	for i, p := range c.Pools {
-		if p.Upgrade != nil && p.Upgrade.WithMaintenance {
-			return fmt.Sprintf("pools[%d].upgrade.withMaintenance", i)
-		}
-	}
 	return ""
 }
 
@@ -345,16 +321,6 @@ func (c *Config) complete(present map[string]bool) error {
 		if r := p.Repair; r != nil {
 			if err := r.complete(path+".repair", present); err != nil {
 				return err
-			}
-		}
-		if u := p.Upgrade; u != nil {
-			if u.WithMaintenance && p.Strategy != Parallel {
-				return fmt.Errorf("%s.upgrade.withMaintenance: needs strategy parallel (the whole pool's downtime is shared with the upgrade; a rolling pool is upgraded by GKE in its own batches)", path)
-			}
-			if !present[path+".upgrade.deadline"] {
-				u.Deadline = Duration(DefaultUpgradeDeadline)
-			} else if u.Deadline <= 0 {
-				return fmt.Errorf("%s.upgrade.deadline: must be greater than 0 (every upgrade needs an end)", path)
 			}
 		}
 		switch p.Strategy {

@@ -74,9 +74,6 @@ type Options struct {
 // GKE is the part of the GKE API the executor uses, for its own cluster.
 type GKE interface {
 	GetCluster(ctx context.Context) (*containerpb.Cluster, error)
-	UpgradeNodePool(ctx context.Context, pool, version, imageType string) (operation string, err error)
-	Operation(ctx context.Context, name string) (*containerpb.Operation, error)
-	PoolOperations(ctx context.Context, pool string) ([]*containerpb.Operation, error)
 }
 
 // CheckConfig tells why the executor cannot run cfg: a key that needs the GKE API without one.

@@ -52,7 +52,7 @@ func actionsCommand(app *kingpin.Application) runFunc {
 		Default(actions.DefaultReloadInterval.String()).Duration()
 	alertmanagerURLs := cmd.Flag("alertmanager.url", "Alertmanager to keep silences in while work runs on a node, e.g. http://alertmanager:9093 (repeatable: the peers of one HA cluster; the first that answers is used).").
 		URLList()
-	gkeCluster := cmd.Flag("gke.cluster", "The cluster in the GKE API, for the policy keys that need it (upgrade.withMaintenance). "+
+	gkeCluster := cmd.Flag("gke.cluster", "The cluster in the GKE API, for the policy keys that need it (windows fromCluster). "+
 		"Default: this service's own, from the metadata server's project and cluster-location and cluster-name attributes.").
 		PlaceHolder("projects/P/locations/L/clusters/C").String()
 	gkeEndpoint := cmd.Flag("gke.endpoint", "GKE API endpoint, host:port (default: Google's).").String()
