@@ -105,28 +105,16 @@ func render(c Cluster, s snapshot, now time.Time) (metrics []prometheus.Metric, 
 	}
 	metrics = append(metrics, renderOperations(c, s.operations)...)
 
-	window := s.cluster.GetMaintenancePolicy().GetWindow()
-	start, end, ok, err := nextWindow(window, now)
+	m, err := MaintenanceAt(s.cluster.GetMaintenancePolicy(), now)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
-	if ok {
-		gauge(windowStartDesc, seconds(start))
-		gauge(windowEndDesc, seconds(end))
+	if !m.Start.IsZero() {
+		gauge(windowStartDesc, seconds(m.Start))
+		gauge(windowEndDesc, seconds(m.End))
 	}
-	for _, name := range slices.Sorted(maps.Keys(window.GetMaintenanceExclusions())) {
-		tw := window.GetMaintenanceExclusions()[name]
-		if tw.GetStartTime() == nil || tw.GetEndTime() == nil {
-			continue
-		}
-		if from, until := tw.GetStartTime().AsTime(), tw.GetEndTime().AsTime(); !now.Before(from) && now.Before(until) {
-			// An exclusion without options keeps every upgrade out.
-			scope := containerpb.MaintenanceExclusionOptions_NO_UPGRADES
-			if o := tw.GetMaintenanceExclusionOptions(); o != nil {
-				scope = o.GetScope()
-			}
-			gauge(exclusionEndDesc, seconds(until), name, enumName(scope.String(), ""))
-		}
+	for _, e := range m.ExclusionsAt(now) {
+		gauge(exclusionEndDesc, seconds(e.End), e.Name, e.Scope)
 	}
 	return metrics, problems
 }

@@ -3,11 +3,15 @@ package gke
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
 	"github.com/teambition/rrule-go"
+
+	gkevocab "github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 )
 
 // dailyWindowLength is the length of a daily maintenance window when the API does not say: GKE's daily windows
@@ -82,4 +86,33 @@ func nextWindow(w *containerpb.MaintenanceWindow, now time.Time) (start, end tim
 func timeOfDayBefore(now time.Time, length time.Duration, hour, minute, second int) time.Time {
 	from := now.Add(-length).UTC().AddDate(0, 0, -1)
 	return time.Date(from.Year(), from.Month(), from.Day(), hour, minute, second, 0, time.UTC)
+}
+
+// MaintenanceAt reads a cluster's maintenance policy as of now: the maintenance window open now or the next one, and
+// the exclusions that have not ended (by name; those without a start or an end are not read). An error is a window
+// it cannot read (a bad time of day, a rule recurring more often than daily): Window is then true with no times, and
+// the exclusions are read all the same.
+func MaintenanceAt(p *containerpb.MaintenancePolicy, now time.Time) (gkevocab.ClusterMaintenance, error) {
+	w := p.GetWindow()
+	m := gkevocab.ClusterMaintenance{Window: w.GetPolicy() != nil}
+	start, end, ok, err := nextWindow(w, now)
+	if ok {
+		m.Start, m.End = start, end
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.GetMaintenanceExclusions())) {
+		tw := w.GetMaintenanceExclusions()[name]
+		if tw.GetStartTime() == nil || tw.GetEndTime() == nil {
+			continue
+		}
+		if until := tw.GetEndTime().AsTime(); now.Before(until) {
+			// An exclusion without options keeps every upgrade out.
+			scope := containerpb.MaintenanceExclusionOptions_NO_UPGRADES
+			if o := tw.GetMaintenanceExclusionOptions(); o != nil {
+				scope = o.GetScope()
+			}
+			m.Exclusions = append(m.Exclusions, gkevocab.MaintenanceExclusion{Name: name, Scope: enumName(scope.String(), ""),
+				Start: tw.GetStartTime().AsTime(), End: until})
+		}
+	}
+	return m, err
 }

@@ -1,6 +1,7 @@
 package gke
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,54 @@ func TestNextWindow(t *testing.T) {
 		case tc.start != "" && (!ok || !start.Equal(at(tc.start)) || !end.Equal(at(tc.end))):
 			t.Errorf("%s: window %v–%v (%v), want %s–%s", tc.name, start, end, ok, tc.start, tc.end)
 		}
+	}
+}
+
+// TestMaintenanceAt: the window open now or next, and the exclusions that have not ended, each with its scope; an
+// unreadable window is an error with its exclusions still read.
+func TestMaintenanceAt(t *testing.T) {
+	exclusion := func(start, end string, scope *containerpb.MaintenanceExclusionOptions) *containerpb.TimeWindow {
+		tw := &containerpb.TimeWindow{StartTime: ts(start), EndTime: ts(end)}
+		if scope != nil {
+			tw.Options = &containerpb.TimeWindow_MaintenanceExclusionOptions{MaintenanceExclusionOptions: scope}
+		}
+		return tw
+	}
+	w := recurring("2026-01-03T02:00:00Z", "2026-01-03T06:00:00Z", "FREQ=WEEKLY;BYDAY=SA,SU")
+	w.MaintenanceExclusions = map[string]*containerpb.TimeWindow{
+		"over":      exclusion("2026-05-01T00:00:00Z", "2026-05-02T00:00:00Z", nil),
+		"freeze":    exclusion("2026-06-01T00:00:00Z", "2026-06-10T00:00:00Z", nil),
+		"minor":     exclusion("2026-06-01T00:00:00Z", "2026-09-01T00:00:00Z", &containerpb.MaintenanceExclusionOptions{Scope: containerpb.MaintenanceExclusionOptions_NO_MINOR_UPGRADES}),
+		"later":     exclusion("2026-07-01T00:00:00Z", "2026-07-02T00:00:00Z", &containerpb.MaintenanceExclusionOptions{Scope: containerpb.MaintenanceExclusionOptions_NO_MINOR_OR_NODE_UPGRADES}),
+		"no bounds": {StartTime: ts("2026-06-01T00:00:00Z")},
+	}
+	now := at("2026-06-06T03:00:00Z")
+	m, err := MaintenanceAt(&containerpb.MaintenancePolicy{Window: w}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Window || !m.Start.Equal(at("2026-06-06T02:00:00Z")) || !m.End.Equal(at("2026-06-06T06:00:00Z")) || !m.WindowOpen(now) {
+		t.Errorf("window %+v, want open 02:00–06:00", m)
+	}
+	var got []string
+	for _, e := range m.Exclusions {
+		got = append(got, e.Name+"="+e.Scope)
+	}
+	if want := "freeze=no_upgrades later=no_minor_or_node_upgrades minor=no_minor_upgrades"; strings.Join(got, " ") != want {
+		t.Errorf("exclusions %v, want %s", got, want)
+	}
+	if in := m.ExclusionsAt(now); len(in) != 2 || in[0].Name != "freeze" || in[1].Name != "minor" {
+		t.Errorf("in force now: %+v, want freeze and minor", in)
+	}
+
+	none, err := MaintenanceAt(nil, now)
+	if err != nil || none.Window || !none.WindowOpen(now) || len(none.Exclusions) != 0 {
+		t.Errorf("no policy: %+v, %v; want no window, open at any time", none, err)
+	}
+	bad := recurring("2026-01-03T02:00:00Z", "2026-01-03T02:30:00Z", "FREQ=HOURLY")
+	bad.MaintenanceExclusions = w.MaintenanceExclusions
+	m, err = MaintenanceAt(&containerpb.MaintenancePolicy{Window: bad}, now)
+	if err == nil || !m.Window || m.WindowOpen(now) || len(m.Exclusions) != 3 {
+		t.Errorf("unreadable window: %+v, %v; want an error, a window never open, the exclusions read", m, err)
 	}
 }
