@@ -71,6 +71,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// GKE is the cluster in the GKE API, for the policy keys that need it; nil without one.
 	GKE executor.GKE
+	// Calendar is the cluster's maintenance window and exclusions, for policy windows from the cluster; nil: read
+	// through GKE at most once a minute.
+	Calendar executor.Calendar
 }
 
 // Service is one replica.
@@ -115,6 +118,7 @@ func New(logger *slog.Logger, opts Options) (*Service, error) {
 		Registerer:      opts.Registerer,
 		Fence:           fence.held,
 		GKE:             opts.GKE,
+		Calendar:        opts.Calendar,
 	})
 	if err != nil {
 		return nil, err

@@ -40,6 +40,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/executor"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/silence"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/serve"
@@ -87,6 +88,10 @@ type replicaOpts struct {
 	// qps and burst, when set, limit the replica's API clients as --kube.api-qps and --kube.api-burst do.
 	qps   float32
 	burst int
+	// gke, when set, is the replica's client of its cluster in the GKE API; calendar, when set, reads the
+	// cluster's maintenance window and exclusions in place of the default one-minute cache.
+	gke      executor.GKE
+	calendar executor.Calendar
 }
 
 // logBuffer keeps a replica's logs and prints them if the test fails.
@@ -165,6 +170,8 @@ func startReplica(t testing.TB, api *testenv.APIServer, policy string, o replica
 		RequeueInterval: 500 * time.Millisecond,
 		Silencer:        silencer,
 		Registerer:      reg,
+		GKE:             o.gke,
+		Calendar:        o.calendar,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -41,8 +41,9 @@ type Config struct {
 	// OpportunisticHeadroom is the part of MaxDisruptedNodes opportunistic maintenance leaves free for due work;
 	// nil: none (due work still has opportunistic work GKE has not started given back).
 	OpportunisticHeadroom *IntOrPercent `yaml:"opportunisticHeadroom"`
-	// Windows are when new actions may start; none means any time. Work already started continues outside them.
-	Windows []Window `yaml:"windows"`
+	// Windows are when new actions may start; none means any time. Work already started continues outside them. A
+	// pool's own windows replace them for that pool.
+	Windows Windows `yaml:"windows"`
 	// Pools are tried in order; the first whose selector matches a node governs it.
 	Pools              []Pool             `yaml:"pools"`
 	Drain              Drain              `yaml:"drain"`
@@ -99,6 +100,49 @@ func (c *Config) Opportunistic() bool {
 	return false
 }
 
+// Windows are when new work may start: weekly windows listed in the policy, or the cluster's own maintenance window
+// and exclusions in the GKE API. In the file either a list of windows or the mapping {fromCluster: true}; none
+// listed means any time.
+type Windows struct {
+	// Weekly are the windows listed.
+	Weekly []Window
+	// FromCluster takes the windows from the cluster's maintenance policy in the GKE API, so operators keep one
+	// calendar: new work starts only while the cluster's maintenance window is open (any time when it has none) and
+	// no maintenance exclusion is in force, whatever its scope. Needs the GKE API (roles/container.clusterViewer).
+	FromCluster bool
+}
+
+// decodeYAML reads a list of windows, or the mapping {fromCluster: true}.
+func (w *Windows) decodeYAML(d *decoder, n *yaml.Node, path string) error {
+	switch {
+	case isNull(n):
+		return nil
+	case n.Kind == yaml.SequenceNode:
+		return d.decode(n, reflect.ValueOf(&w.Weekly).Elem(), path)
+	case n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			switch key := n.Content[i]; key.Value {
+			case "days", "start", "end", "timezone":
+				return fmt.Errorf("%s: line %d: a window given as a mapping; windows are a list (- start: ..., end: ...), or the mapping {fromCluster: true}",
+					path, key.Line)
+			}
+		}
+		var from struct {
+			FromCluster bool `yaml:"fromCluster"`
+		}
+		if err := d.decodeStruct(n, reflect.ValueOf(&from).Elem(), path); err != nil {
+			return err
+		}
+		if !d.present[path+".fromCluster"] {
+			return fmt.Errorf("%s: line %d: a mapping of windows takes fromCluster (true: the cluster's maintenance window and exclusions); list weekly windows as a list",
+				path, n.Line)
+		}
+		w.FromCluster = from.FromCluster
+		return nil
+	}
+	return fmt.Errorf("%s: expected a list of windows or {fromCluster: true}, got %s", path, describe(n))
+}
+
 // Window is a weekly time range in a timezone. End before start runs past midnight into the next day; the days
 // listed are the days the window starts on.
 type Window struct {
@@ -120,14 +164,43 @@ type Pool struct {
 	MinAvailable *IntOrPercent `yaml:"minAvailable"`
 	// Opportunistic, when set, lets the service itself start reschedulable maintenance on idle nodes of the pool.
 	Opportunistic *Opportunistic `yaml:"opportunistic"`
+	// Windows, when set, replace the top-level windows for the pool's work (repairs have their own,
+	// repair.windows).
+	Windows *Windows `yaml:"windows"`
 	// Repair, when set, governs maintenance whose reasons say the hardware failed (FAILURE_*): acted on as soon as
-	// it is announced, whatever its window, under its own budget instead of maxUnavailable and the top-level
-	// windows.
+	// it is announced, whatever its window, under its own budget instead of maxUnavailable and the windows.
 	Repair *Repair `yaml:"repair"`
 }
 
-// NeedsGKEAPI names the first key of the policy that needs the GKE API, or "" when none does.
+// NeedsGKEAPI names a key of the policy that needs the GKE API (windows from the cluster), or "" when none does.
 func (c *Config) NeedsGKEAPI() string {
+	return c.fromClusterKey()
+}
+
+// WindowsOf are the windows of the pool's work other than repairs: its own, else the top-level ones.
+func (c *Config) WindowsOf(p *Pool) Windows {
+	if p.Windows != nil {
+		return *p.Windows
+	}
+	return c.Windows
+}
+
+// WindowsFromCluster reports whether any windows of the policy are the cluster's (Windows.FromCluster).
+func (c *Config) WindowsFromCluster() bool { return c.fromClusterKey() != "" }
+
+// fromClusterKey names the first windows of the policy taken from the cluster, or "".
+func (c *Config) fromClusterKey() string {
+	if c.Windows.FromCluster {
+		return "windows.fromCluster"
+	}
+	for i, p := range c.Pools {
+		if p.Windows != nil && p.Windows.FromCluster {
+			return fmt.Sprintf("pools[%d].windows.fromCluster", i)
+		}
+		if p.Repair != nil && p.Repair.Windows.FromCluster {
+			return fmt.Sprintf("pools[%d].repair.windows.fromCluster", i)
+		}
+	}
 	return ""
 }
 
@@ -168,8 +241,9 @@ type Repair struct {
 	// MaxConcurrent is how many of the pool's nodes (multi-host TPU slices: slices) this service may have under
 	// repair at once (default 1). The pool's minAvailable still holds.
 	MaxConcurrent int `yaml:"maxConcurrent"`
-	// Windows are when repairs may start; none means any time (the top-level windows do not hold back repairs).
-	Windows []Window `yaml:"windows"`
+	// Windows are when repairs may start; none means any time (the top-level and the pool's windows do not hold
+	// back repairs).
+	Windows Windows `yaml:"windows"`
 	// The guard rails of GPU-fault repairs (GKENodeGPUFailed, its alerts carry the xid): MaxPerHour is the pool's
 	// circuit breaker, a count or a percentage of its nodes (default 10%, at least 1): the repair that would
 	// exceed it in an hour trips it, and a tripped breaker holds every repair until an operator resets it.
@@ -276,7 +350,7 @@ func (c *Config) complete(present map[string]bool) error {
 	if c.OpportunisticHeadroom != nil && c.MaxDisruptedNodes == nil {
 		return errors.New("opportunisticHeadroom: leaves part of maxDisruptedNodes free, which is not set")
 	}
-	if err := completeWindows(c.Windows, "windows", present); err != nil {
+	if err := completeWindows(c.Windows.Weekly, "windows", present); err != nil {
 		return err
 	}
 
@@ -316,6 +390,11 @@ func (c *Config) complete(present map[string]bool) error {
 			}
 			if o.MinNodes < 0 {
 				return fmt.Errorf("%s.opportunistic.minNodes: %d is negative", path, o.MinNodes)
+			}
+		}
+		if w := p.Windows; w != nil {
+			if err := completeWindows(w.Weekly, path+".windows", present); err != nil {
+				return err
 			}
 		}
 		if r := p.Repair; r != nil {
@@ -402,7 +481,7 @@ func (r *Repair) complete(path string, present map[string]bool) error {
 	} else if r.MaxConcurrent < 1 {
 		return fmt.Errorf("%s.maxConcurrent: %d would never repair a node; remove repair to handle failures as planned maintenance", path, r.MaxConcurrent)
 	}
-	if err := completeWindows(r.Windows, path+".windows", present); err != nil {
+	if err := completeWindows(r.Windows.Weekly, path+".windows", present); err != nil {
 		return err
 	}
 	if !present[path+".maxPerHour"] {

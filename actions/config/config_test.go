@@ -49,10 +49,10 @@ func TestParseDesignExample(t *testing.T) {
 	if cfg.DryRun || cfg.MaxDisruptedNodes == nil || *cfg.MaxDisruptedNodes != (IntOrPercent{Value: 10, Percent: true}) {
 		t.Errorf("top level: dryRun %v, maxDisruptedNodes %v", cfg.DryRun, cfg.MaxDisruptedNodes)
 	}
-	if len(cfg.Windows) != 1 {
-		t.Fatalf("windows: %d, want 1", len(cfg.Windows))
+	if len(cfg.Windows.Weekly) != 1 {
+		t.Fatalf("windows: %d, want 1", len(cfg.Windows.Weekly))
 	}
-	w := cfg.Windows[0]
+	w := cfg.Windows.Weekly[0]
 	if len(w.Days) != 2 || w.Days[0] != Weekday(time.Saturday) || w.Days[1] != Weekday(time.Sunday) ||
 		w.Start != 120 || w.End != 360 || w.Timezone.String() != "America/Los_Angeles" {
 		t.Errorf("window: %+v", w)
@@ -92,7 +92,7 @@ func TestParseDefaults(t *testing.T) {
 	if p.Strategy != Rolling || p.MaxUnavailable != (IntOrPercent{Value: 1}) || p.MinAvailable != nil || len(p.NodeSelector) != 0 {
 		t.Errorf("pool defaults: %+v", p)
 	}
-	if cfg.MaxDisruptedNodes != nil || len(cfg.Windows) != 0 || cfg.DryRun || cfg.Paused {
+	if cfg.MaxDisruptedNodes != nil || len(cfg.Windows.Weekly) != 0 || cfg.DryRun || cfg.Paused {
 		t.Errorf("top-level defaults: %+v", cfg)
 	}
 	if cfg.Drain.Timeout != Duration(DefaultDrainTimeout) || cfg.Drain.EvictionRetryDelay != Duration(DefaultEvictionRetryDelay) ||
@@ -126,11 +126,11 @@ pools:
 	if *cfg.MaxDisruptedNodes != (IntOrPercent{Value: 3}) {
 		t.Errorf("maxDisruptedNodes %v", cfg.MaxDisruptedNodes)
 	}
-	if got := cfg.Windows[0].Days; len(got) != 3 || got[0] != Weekday(time.Monday) || got[1] != Weekday(time.Tuesday) || got[2] != Weekday(time.Wednesday) {
+	if got := cfg.Windows.Weekly[0].Days; len(got) != 3 || got[0] != Weekday(time.Monday) || got[1] != Weekday(time.Tuesday) || got[2] != Weekday(time.Wednesday) {
 		t.Errorf("days %v", got)
 	}
-	if cfg.Windows[1].Timezone.Location != time.UTC || cfg.Windows[1].End != 24*60 {
-		t.Errorf("second window %+v", cfg.Windows[1])
+	if cfg.Windows.Weekly[1].Timezone.Location != time.UTC || cfg.Windows.Weekly[1].End != 24*60 {
+		t.Errorf("second window %+v", cfg.Windows.Weekly[1])
 	}
 	if cfg.Pools[0].MaxUnavailable != (IntOrPercent{Value: 25, Percent: true}) || *cfg.Pools[0].MinAvailable != (IntOrPercent{Value: 50, Percent: true}) {
 		t.Errorf("pool a %+v", cfg.Pools[0])
@@ -302,10 +302,10 @@ func TestParseRepairDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b, c := cfg.Pools[0].Repair, cfg.Pools[1].Repair, cfg.Pools[2].Repair
-	if a == nil || a.MaxConcurrent != DefaultRepairMaxConcurrent || len(a.Windows) != 0 {
+	if a == nil || a.MaxConcurrent != DefaultRepairMaxConcurrent || len(a.Windows.Weekly) != 0 {
 		t.Errorf("pool a repair %+v, want maxConcurrent %d and no windows", a, DefaultRepairMaxConcurrent)
 	}
-	if b == nil || b.MaxConcurrent != 3 || len(b.Windows) != 1 || b.Windows[0].Timezone.Location == nil {
+	if b == nil || b.MaxConcurrent != 3 || len(b.Windows.Weekly) != 1 || b.Windows.Weekly[0].Timezone.Location == nil {
 		t.Errorf("pool b repair %+v, want maxConcurrent 3 and one window in UTC", b)
 	}
 	if c != nil {

@@ -9,6 +9,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// shaped is a type that takes more than one shape of YAML under its key (say a list or a mapping). It decodes itself
+// with the decoder, so its errors name their keys too.
+type shaped interface {
+	decodeYAML(d *decoder, n *yaml.Node, path string) error
+}
+
 // decoder fills a struct from a YAML node tree strictly: unknown and duplicate keys are errors, and every error
 // names the key path (for example pools[1].maxUnavailable). It records which keys were present so defaults apply
 // only to absent keys, never to an explicit zero.
@@ -35,6 +41,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
 		return d.decode(n, v.Elem(), path)
+	}
+	if s, ok := v.Addr().Interface().(shaped); ok {
+		return s.decodeYAML(d, n, path)
 	}
 	if u, ok := v.Addr().Interface().(yaml.Unmarshaler); ok {
 		if n.Kind != yaml.ScalarNode || isNull(n) {

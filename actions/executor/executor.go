@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/gkeapi"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/kube"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -69,6 +70,9 @@ type Options struct {
 	// GKE is the cluster in the GKE API (package gkeapi), for the policy keys that need it (Config.NeedsGKEAPI);
 	// nil without one.
 	GKE GKE
+	// Calendar is the cluster's maintenance window and exclusions, for policy windows from the cluster; nil: read
+	// through GKE at most once a minute (gkeapi.Calendar).
+	Calendar Calendar
 }
 
 // GKE is the part of the GKE API the executor uses, for its own cluster.
@@ -129,6 +133,9 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	}
 	if err := CheckConfig(opts.Config, opts.GKE); err != nil {
 		return nil, err
+	}
+	if opts.Calendar == nil && opts.GKE != nil {
+		opts.Calendar = gkeapi.NewCalendar(opts.GKE, gkeapi.DefaultCalendarTTL)
 	}
 	e := &Executor{
 		logger:   logger,

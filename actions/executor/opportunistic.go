@@ -298,6 +298,7 @@ func (o *opportunistic) run(ctx context.Context, watchCtx context.Context) {
 // pass decides once for every pool with opportunistic maintenance.
 func (o *opportunistic) pass(ctx context.Context, cfg *config.Config, t *idleTracker) {
 	e := o.e
+	calendar := e.calendar(ctx, cfg)
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	all := e.cachedViews()
@@ -327,7 +328,7 @@ func (o *opportunistic) pass(ctx context.Context, cfg *config.Config, t *idleTra
 		pool, cluster := policy.Survey(cfg, members[0], all, disrupted)
 		req := policy.Request{Action: nodeview.OpportunisticMaintenance, CanReschedule: true}
 		d := policy.Decide(cfg, policy.Input{Request: req, Node: members[0], Members: members, Pool: pool, Cluster: cluster,
-			Disrupted: disrupted, Now: now})
+			Disrupted: disrupted, Calendar: calendar, Now: now})
 		if code, why := e.book.dueWorkWaits(p.Name, time.Now(), pendingTTL); code != "" && d.Verdict == policy.Act {
 			// Room that frees up goes to due work first, whichever pass sees it first.
 			d = policy.Decision{Verdict: policy.Wait, Pool: p.Name, Code: code, Reason: why}

@@ -270,6 +270,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 
 	cfg := e.config()
+	calendar := e.calendar(ctx, cfg)
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	if !report && e.dryRun() && e.book.simulatedServes(node) {
@@ -296,7 +297,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 		}
 	}
 	d := policy.Decide(cfg, policy.Input{Request: req, Node: node, Members: members, Pool: pool, Cluster: cluster,
-		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Fault: fault, Ledger: ledger, Now: time.Now()})
+		Disrupted: disrupted, Reclaimable: e.reclaimable(all), Fault: fault, Ledger: ledger, Calendar: calendar, Now: time.Now()})
 	log = log.With("pool", d.Pool, "verdict", d.Verdict, "reason", d.Reason, "members", len(members))
 	e.book.bind(node.Name, t, key)
 	switch d.Verdict {
@@ -314,7 +315,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 			e.event(node.Name, node.UID, corev1.EventTypeNormal, reasonWaiting, "%s waits: %s", t.Action, d.Reason)
 			log.Info("action waits")
 		}
-		if d.Code == policy.WaitWindow {
+		if d.Code == policy.WaitWindow || d.Code == policy.WaitGKEAPI {
 			return e.opts.RequeueInterval, nil // windows open with time, not with node changes
 		}
 		if len(d.GiveBack) > 0 {

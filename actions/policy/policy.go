@@ -38,6 +38,9 @@ const (
 	// WaitOtherOwner: another hand (GKE's maintenance handler, Cluster Autoscaler, NVSentinel, a cordon) holds a
 	// node of the operation; it is never drained or uncordoned by this service.
 	WaitOtherOwner = "other_owner"
+	// WaitGKEAPI: the pool's windows are the cluster's (windows: {fromCluster: true}) and the cluster's maintenance
+	// policy could not be read from the GKE API; nothing starts until it is, never outside the cluster's window.
+	WaitGKEAPI = "gke_api"
 	// WaitUpgradeReplacesNode: GKE is upgrading the rolling pool and will replace the node, whose maintenance goes
 	// with its VM; requesting it now would disrupt the node twice.
 	WaitUpgradeReplacesNode = "upgrade_replaces_node"
@@ -108,7 +111,10 @@ type Input struct {
 	// guard rails, counted in Ledger.
 	Fault  *GPUFault
 	Ledger repairs.Ledger
-	Now    time.Time
+	// Calendar is the cluster's maintenance window and exclusions, for windows from the cluster; the caller reads
+	// it from the GKE API.
+	Calendar ClusterCalendar
+	Now      time.Time
 }
 
 // Survey splits the cluster's nodes for Decide: the nodes governed by the same pool as node (first match wins) and
@@ -357,15 +363,22 @@ func decide(cfg *config.Config, in Input) Decision {
 		// A report always replaces a host: without repair settings, the default repair budget, any time.
 		repair = config.DefaultRepair()
 	}
-	windows := cfg.Windows
-	if repair != nil {
-		windows = repair.Windows
+	windows, outside := cfg.WindowsOf(p), "outside every maintenance window"
+	if p.Windows != nil {
+		outside += " of pool " + p.Name
 	}
-	if !InWindows(windows, in.Now) {
-		if repair != nil {
-			return wait(WaitWindow, "repair of failed hardware: outside every repair window of pool %s", p.Name)
+	if repair != nil {
+		windows, outside = repair.Windows, "repair of failed hardware: outside every repair window of pool "+p.Name
+	}
+	if windows.FromCluster {
+		if code, why := clusterWindowClosed(in.Calendar, in.Now); code != "" {
+			if repair != nil {
+				why = "repair of failed hardware: " + why
+			}
+			return wait(code, "%s", why)
 		}
-		return wait(WaitWindow, "outside every maintenance window")
+	} else if !InWindows(windows.Weekly, in.Now) {
+		return wait(WaitWindow, "%s", outside)
 	}
 
 	// added is how many more nodes become disrupted if the operation starts. A group goes as a whole, so the

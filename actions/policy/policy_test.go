@@ -548,8 +548,8 @@ func TestInWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := InWindow(cfg.Windows[0], at); got != tc.want {
-				t.Errorf("InWindow(%s, %s) = %v, want %v", tc.window, at.In(cfg.Windows[0].Timezone.Location), got, tc.want)
+			if got := InWindow(cfg.Windows.Weekly[0], at); got != tc.want {
+				t.Errorf("InWindow(%s, %s) = %v, want %v", tc.window, at.In(cfg.Windows.Weekly[0].Timezone.Location), got, tc.want)
 			}
 		})
 	}
@@ -560,7 +560,7 @@ func TestInWindowsAnyMatches(t *testing.T) {
 		t.Error("no windows must mean any time")
 	}
 	cfg := mustParse(t, "pools: [{name: a}]\nwindows: [{days: [Mon], start: '01:00', end: '02:00'}, {days: [Sat], start: '09:00', end: '11:00'}]\n")
-	if !InWindows(cfg.Windows, saturday3am) {
+	if !InWindows(cfg.Windows.Weekly, saturday3am) {
 		t.Error("second window should match Saturday 10:00 UTC")
 	}
 }

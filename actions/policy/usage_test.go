@@ -98,21 +98,21 @@ pools:
 		t.Error("no windows has a next start")
 	}
 	for now := saturday3am; now.Before(saturday3am.Add(8 * 24 * time.Hour)); now = now.Add(7 * time.Minute) {
-		if InWindows(cfg.Windows, now) {
+		if InWindows(cfg.Windows.Weekly, now) {
 			continue
 		}
-		next, ok := NextWindowStart(cfg.Windows, now)
-		if !ok || !InWindows(cfg.Windows, next) || InWindows(cfg.Windows, next.Add(-time.Minute)) {
+		next, ok := NextWindowStart(cfg.Windows.Weekly, now)
+		if !ok || !InWindows(cfg.Windows.Weekly, next) || InWindows(cfg.Windows.Weekly, next.Add(-time.Minute)) {
 			t.Fatalf("at %s: next start %s (ok %v) is no window's opening", now, next, ok)
 		}
 		for m := now; m.Before(next); m = m.Add(time.Minute) {
-			if InWindows(cfg.Windows, m) {
+			if InWindows(cfg.Windows.Weekly, m) {
 				t.Fatalf("at %s: next start %s, but a window is open at %s", now, next, m)
 			}
 		}
 	}
 	want := time.Date(2025, 6, 11, 9, 30, 0, 0, time.UTC) // Wednesday, after Saturday night's window
-	if got, _ := NextWindowStart(cfg.Windows, time.Date(2025, 6, 8, 12, 0, 0, 0, time.UTC)); !got.Equal(want) {
+	if got, _ := NextWindowStart(cfg.Windows.Weekly, time.Date(2025, 6, 8, 12, 0, 0, 0, time.UTC)); !got.Equal(want) {
 		t.Errorf("Sunday noon: next start %s, want %s", got, want)
 	}
 }

@@ -20,10 +20,13 @@ type Budgets struct {
 	Paused bool   `json:"paused"`
 	DryRun bool   `json:"dryRun"`
 	// WindowOpen: new actions may start now (always, without windows); else NextWindowStart is when they may.
-	WindowOpen      bool         `json:"windowOpen"`
-	NextWindowStart *time.Time   `json:"nextWindowStart,omitempty"`
-	Cluster         ClusterCap   `json:"cluster"`
-	Pools           []PoolBudget `json:"pools"`
+	// WindowsFromCluster: the policy's windows are the cluster's GKE maintenance window and exclusions, which status
+	// does not read (WindowOpen is then false).
+	WindowOpen         bool         `json:"windowOpen"`
+	NextWindowStart    *time.Time   `json:"nextWindowStart,omitempty"`
+	WindowsFromCluster bool         `json:"windowsFromCluster,omitempty"`
+	Cluster            ClusterCap   `json:"cluster"`
+	Pools              []PoolBudget `json:"pools"`
 	// UnmatchedNodes are matched by no pool: the actions service refuses them.
 	UnmatchedNodes int `json:"unmatchedNodes"`
 }
@@ -57,11 +60,12 @@ func budgetsOf(p *Policy, nodes []*nodeview.View, now time.Time) *Budgets {
 	cfg := p.Config
 	reserved := nodeview.Reserved(nodes)
 	usages, unmatched, cluster := policy.Usages(cfg, nodes, func(n *nodeview.View) bool { return n.Disrupted() || reserved(n) })
-	b := &Budgets{Source: p.Source, Paused: cfg.Paused, DryRun: p.DryRun(), WindowOpen: policy.InWindows(cfg.Windows, now),
-		Cluster: ClusterCap{Nodes: cluster.Nodes, Disrupted: cluster.Disrupted}, Pools: make([]PoolBudget, len(usages)),
+	b := &Budgets{Source: p.Source, Paused: cfg.Paused, DryRun: p.DryRun(), WindowsFromCluster: cfg.Windows.FromCluster,
+		WindowOpen: !cfg.Windows.FromCluster && policy.InWindows(cfg.Windows.Weekly, now),
+		Cluster:    ClusterCap{Nodes: cluster.Nodes, Disrupted: cluster.Disrupted}, Pools: make([]PoolBudget, len(usages)),
 		UnmatchedNodes: unmatched}
-	if !b.WindowOpen {
-		if next, ok := policy.NextWindowStart(cfg.Windows, now); ok {
+	if !b.WindowOpen && !b.WindowsFromCluster {
+		if next, ok := policy.NextWindowStart(cfg.Windows.Weekly, now); ok {
 			b.NextWindowStart = &next
 		}
 	}
@@ -96,6 +100,8 @@ func writeBudgets(w io.Writer, b *Budgets, now time.Time) {
 		state = append(state, "dry run")
 	}
 	switch {
+	case b.WindowsFromCluster:
+		state = append(state, "windows from the cluster's GKE maintenance window and exclusions")
 	case b.WindowOpen:
 		state = append(state, "window open")
 	case b.NextWindowStart != nil:

@@ -1,0 +1,29 @@
+package executor
+
+import (
+	"context"
+	"time"
+
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/config"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
+)
+
+// Calendar is the cluster's maintenance window and exclusions as of a moment (gkeapi.Calendar).
+type Calendar interface {
+	At(ctx context.Context, now time.Time) (gke.ClusterMaintenance, error)
+}
+
+// calendar is what the policy reads of the cluster's maintenance window and exclusions: read (through a cache)
+// only while the policy has windows from the cluster, and taken before decideMu, so a slow GKE API holds no other
+// decision. Without a Calendar the policy sees a cluster not read and waits.
+func (e *Executor) calendar(ctx context.Context, cfg *config.Config) policy.ClusterCalendar {
+	if !cfg.WindowsFromCluster() || e.opts.Calendar == nil {
+		return policy.ClusterCalendar{}
+	}
+	m, err := e.opts.Calendar.At(ctx, time.Now())
+	if err != nil {
+		return policy.ClusterCalendar{Err: err}
+	}
+	return policy.ClusterCalendar{Maintenance: &m}
+}
