@@ -184,6 +184,7 @@ actions:
   webConfig: "basic_auth_users: {}\n"
   scrape: {username: scraper, password: s3cret}
   networkPolicy: {enabled: false}
+  serviceAccount: {annotations: {iam.gke.io/gcp-service-account: gde-actions@my-project.iam.gserviceaccount.com}}
 prometheusOperator: {enabled: true, labels: {release: kube-prometheus-stack}}
 dashboards: {enabled: true, namespace: monitoring, annotations: {grafana_folder: GKE}}
 `
@@ -217,6 +218,11 @@ dashboards: {enabled: true, namespace: monitoring, annotations: {grafana_folder:
 	decode(t, m.must(t, "ServiceAccount", "observability", clusterWorkload.name), &sa)
 	if sa.Annotations["iam.gke.io/gcp-service-account"] != "gde@my-project.iam.gserviceaccount.com" {
 		t.Errorf("cluster ServiceAccount annotations %v", sa.Annotations)
+	}
+	var actionsSA corev1.ServiceAccount
+	decode(t, m.must(t, "ServiceAccount", "observability", "gke-disruption-exporter-actions"), &actionsSA)
+	if actionsSA.Annotations["iam.gke.io/gcp-service-account"] != "gde-actions@my-project.iam.gserviceaccount.com" {
+		t.Errorf("actions ServiceAccount annotations %v", actionsSA.Annotations)
 	}
 
 	nodePod := m.podTemplateIn(t, nodeWorkload, "observability").Spec

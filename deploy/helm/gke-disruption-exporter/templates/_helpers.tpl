@@ -37,8 +37,8 @@ labels, and the values of its component for workloads and ServiceAccounts.
 {{- if eq (default "" $s.namespace) "gke-disruption-exporter" }}{{ $_ := set $s "namespace" $root.Release.Namespace }}{{ end }}
 {{- end }}
 {{- $component := index (default dict $meta.labels) "app.kubernetes.io/component" | default "" }}
-{{- if and (eq $obj.kind "ServiceAccount") (eq $component "cluster") }}
-{{- with $v.cluster.serviceAccount.annotations }}{{ $_ := set $meta "annotations" (merge (default dict $meta.annotations) .) }}{{ end }}
+{{- if and (eq $obj.kind "ServiceAccount") (has $component (list "cluster" "actions")) }}
+{{- with (index $v $component).serviceAccount.annotations }}{{ $_ := set $meta "annotations" (merge (default dict $meta.annotations) .) }}{{ end }}
 {{- end }}
 {{- if has $obj.kind (list "Deployment" "DaemonSet") }}
 {{- $cv := index $v $component }}
