@@ -29,7 +29,7 @@ func TestDemoFilesFitTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(policy.Windows) != 0 {
+	if len(policy.Windows.Weekly) != 0 || policy.WindowsFromCluster() {
 		t.Error("the demo's story runs around the clock in minutes: the policy must not restrict actions to windows")
 	}
 	sc, err := driver.LoadNamed("demo")
