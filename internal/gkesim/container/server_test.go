@@ -226,3 +226,94 @@ func TestFaults(t *testing.T) {
 		t.Errorf("%d calls in all, want %d", got, want)
 	}
 }
+
+func TestUpdateNodePool(t *testing.T) {
+	sim, client := start(t)
+	ctx := context.Background()
+	name := sim.SetCluster("p1", "us-central1", &containerpb.Cluster{Name: "train", CurrentMasterVersion: "1.33.5-gke.1080000",
+		NodePools: []*containerpb.NodePool{{Name: "a3", Version: "1.32.9-gke.1000000", InitialNodeCount: 4}, {Name: "l4"}}})
+	type played struct{ pool, version, operation string }
+	var plays []played
+	sim.OnNodePoolUpgrade(func(clusterName, pool, version, operation string) {
+		if clusterName != name {
+			t.Errorf("upgrade played for cluster %s", clusterName)
+		}
+		plays = append(plays, played{pool, version, operation})
+	})
+	update := func(pool, version, image string) (*containerpb.Operation, error) {
+		return client.UpdateNodePool(ctx, &containerpb.UpdateNodePoolRequest{Name: name + "/nodePools/" + pool, NodeVersion: version, ImageType: image})
+	}
+	getOp := func(parent, op string) (*containerpb.Operation, error) {
+		return client.GetOperation(ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + op})
+	}
+
+	// "-" is the control plane's version; the operation runs on the pool until the player ends it.
+	op, err := update("a3", "-", "COS_CONTAINERD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.GetOperationType() != containerpb.Operation_UPGRADE_NODES || op.GetStatus() != containerpb.Operation_RUNNING ||
+		op.GetTargetLink() != "https://container.googleapis.com/v1/"+name+"/nodePools/a3" {
+		t.Errorf("operation %v", op)
+	}
+	if len(plays) != 1 || plays[0] != (played{"a3", "1.33.5-gke.1080000", op.GetName()}) {
+		t.Errorf("played %v, want one upgrade of a3 to the control plane's version by %s", plays, op.GetName())
+	}
+	if got, err := getOp("projects/p1/locations/us-central1", op.GetName()); err != nil || got.GetStatus() != containerpb.Operation_RUNNING {
+		t.Errorf("GetOperation by its resource name: %v, %v", got, err)
+	}
+	if _, err := getOp("projects/p1/locations/europe-west4", op.GetName()); code(err) != codes.NotFound {
+		t.Errorf("the operation read in another location: %v", err)
+	}
+
+	// GKE refuses a second operation on a pool while one runs; another pool is free.
+	if _, err := update("a3", "1.33.5-gke.1080000", "COS_CONTAINERD"); code(err) != codes.FailedPrecondition {
+		t.Errorf("a second upgrade while the first runs: %v, want FailedPrecondition", err)
+	}
+	if _, err := update("l4", "-", "COS_CONTAINERD"); err != nil {
+		t.Errorf("an upgrade of another pool: %v", err)
+	}
+
+	// Bad requests are refused, and start nothing.
+	for _, tc := range []struct {
+		pool, version, image string
+		want                 codes.Code
+	}{
+		{"a3", "-", "", codes.InvalidArgument},
+		{"a3", "", "COS_CONTAINERD", codes.InvalidArgument},
+		{"v5e", "-", "COS_CONTAINERD", codes.NotFound},
+	} {
+		if _, err := update(tc.pool, tc.version, tc.image); code(err) != tc.want {
+			t.Errorf("UpdateNodePool(%s, %q, %q): %v, want %v", tc.pool, tc.version, tc.image, err, tc.want)
+		}
+	}
+	if len(plays) != 2 {
+		t.Errorf("%d upgrades played, want 2 (a3 and l4)", len(plays))
+	}
+
+	// A failed upgrade is DONE with its error, and frees the pool for the next request.
+	if err := sim.FailOperation(op.GetName(), "node pool upgrade timed out"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := getOp("projects/p1/locations/us-central1", op.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetStatus() != containerpb.Operation_DONE || got.GetEndTime() == "" ||
+		got.GetError().GetCode() != int32(codes.Internal) || got.GetError().GetMessage() != "node pool upgrade timed out" {
+		t.Errorf("failed operation %v", got)
+	}
+	if _, err := update("a3", "-", "COS_CONTAINERD"); err != nil {
+		t.Errorf("an upgrade after the failed one: %v", err)
+	}
+
+	// An upgrade refused by a fault starts nothing.
+	sim.FailWith(MethodUpdateNodePool, PermissionDenied(name), 1)
+	before := len(plays)
+	if _, err := update("l4", "-", "COS_CONTAINERD"); code(err) != codes.PermissionDenied {
+		t.Errorf("denied UpdateNodePool: %v", err)
+	}
+	if len(plays) != before {
+		t.Error("a denied UpdateNodePool played an upgrade")
+	}
+}

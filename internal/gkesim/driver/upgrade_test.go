@@ -161,7 +161,6 @@ func startUpgradeRig(t *testing.T, scenario string) *upgradeRig {
 	return &upgradeRig{api: api, d: d, sc: sc, client: client, cluster: cluster, log: log}
 }
 
-// pool reads the node pool and its upgrade operation (nil before one runs) through the GKE API.
 // servingOnEveryNode waits for one serving pod running on each node of pool and returns the pool's nodes and the
 // names their replacements will have.
 func (r *upgradeRig) servingOnEveryNode(t *testing.T, pool string) (nodes, replacements []string) {
@@ -181,6 +180,7 @@ func (r *upgradeRig) servingOnEveryNode(t *testing.T, pool string) (nodes, repla
 	return nodes, replacements
 }
 
+// pool reads the node pool and its upgrade operation (nil before one runs) through the GKE API.
 func (r *upgradeRig) pool(t *testing.T, name string) (*containerpb.NodePool, *containerpb.Operation) {
 	t.Helper()
 	ctx := context.Background()
@@ -303,6 +303,82 @@ events:
 	for _, n := range fresh {
 		if runningPods(podsOn(t, r.api, "kube-system", n)) != 1 {
 			t.Errorf("new node %s runs no device-plugin pod", n)
+		}
+	}
+}
+
+// TestDriverPlaysRequestedUpgrade: an upgrade asked for through the GKE API (UpdateNodePool, as a client of the
+// API asks) is played like GKE's own: the operation it answered moves on node by node to DONE and the pool is at the
+// new version. An upgrade whose operation fails stops where it is: the nodes not yet replaced stay, and the pool is
+// RUNNING at its old version.
+func TestDriverPlaysRequestedUpgrade(t *testing.T) {
+	r := startUpgradeRig(t, `
+cluster: {project: sim-project, location: us-central1, name: sim, version: 1.33.4-gke.1000}
+gke: {nodeCreation: 1s, podShutdown: 100ms, drainTimeout: 1h}
+nodePools:
+  - {name: l4, machineType: g2-standard-8, accelerator: nvidia-l4, nodes: 3}
+  - {name: a3, machineType: a3-highgpu-8g, accelerator: nvidia-h100-80gb, nodes: 3}
+workloads:
+  - {name: inference, namespace: serving, kind: Deployment, nodePools: [l4, a3], replicas: 6, pdb: {maxUnavailable: 1}}
+`)
+	ctx := context.Background()
+	update := func(pool string) *containerpb.Operation {
+		t.Helper()
+		op, err := r.client.UpdateNodePool(ctx, &containerpb.UpdateNodePoolRequest{
+			Name: r.cluster + "/nodePools/" + pool, NodeVersion: upgradeTarget, ImageType: "COS_CONTAINERD"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	operation := func(name string) *containerpb.Operation {
+		t.Helper()
+		parent, _, _ := strings.Cut(r.cluster, "/clusters/")
+		op, err := r.client.GetOperation(ctx, &containerpb.GetOperationRequest{Name: parent + "/operations/" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+
+	old := r.sc.NodeNames("l4")
+	op := update("l4")
+	until(t, "the requested upgrade DONE", 60*time.Second, func() bool { return operation(op.GetName()).GetStatus() == containerpb.Operation_DONE })
+	if got := operation(op.GetName()); got.GetError() != nil || nodesDone(got) != 3 {
+		t.Errorf("requested upgrade ended %v", got)
+	}
+	np, _ := r.pool(t, "l4")
+	if np.GetVersion() != upgradeTarget || np.GetStatus() != containerpb.NodePool_RUNNING {
+		t.Errorf("pool after the requested upgrade: version %s, status %s; want %s RUNNING", np.GetVersion(), np.GetStatus(), upgradeTarget)
+	}
+	for _, n := range old {
+		if err := r.log.order("drain "+n, "deleted "+n); err != nil {
+			t.Errorf("node %s: %v", n, err)
+		}
+	}
+
+	// The second pool's upgrade fails once its first node is replaced.
+	old = r.sc.NodeNames("a3")
+	op = update("a3")
+	until(t, "the first a3 node replaced", 60*time.Second, func() bool { return r.log.order("deleted "+old[0]) == nil })
+	if err := r.d.gke.FailOperation(op.GetName(), "simulated: the upgrade failed"); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the pool RUNNING after the failed upgrade", 30*time.Second, func() bool {
+		np, _ := r.pool(t, "a3")
+		return np.GetStatus() == containerpb.NodePool_RUNNING
+	})
+	time.Sleep(3 * time.Second) // longer than a node's replacement takes
+	np, _ = r.pool(t, "a3")
+	if np.GetVersion() == upgradeTarget {
+		t.Errorf("pool at %s after its upgrade failed, want its old version", np.GetVersion())
+	}
+	if got := operation(op.GetName()); got.GetError().GetMessage() != "simulated: the upgrade failed" {
+		t.Errorf("failed operation %v", got)
+	}
+	for _, n := range old[2:] {
+		if r.log.order("deleted "+n) == nil || r.log.order("drain "+n) == nil {
+			t.Errorf("node %s drained or deleted after its pool's upgrade failed", n)
 		}
 	}
 }
