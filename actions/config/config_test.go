@@ -211,17 +211,7 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", "pools: [{name: a}]\n---\npools: [{name: b}]\n", []string{"more than one YAML document"}},
 		{"top level not a mapping", "- a\n", []string{"top level", "expected a mapping"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml))
-			if err == nil {
-				t.Fatalf("no error for:\n%s", tc.yaml)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { refused(t, tc.yaml, tc.want...) })
 	}
 }
 
@@ -329,5 +319,19 @@ func TestParseRepairDefaults(t *testing.T) {
 	if r := set.Pools[0].Repair; r.MaxPerHour != (IntOrPercent{Value: 2}) || r.MaxPerNode != 1 || r.Correlation.Nodes != 5 ||
 		r.Correlation.Window != Duration(30*time.Minute) || set.Repair.MaxPerHour != (IntOrPercent{Value: 4}) {
 		t.Errorf("repair guard rails as written: pool %+v, cluster %+v", r, set.Repair)
+	}
+}
+
+// refused checks that Parse refuses the policy with an error that mentions every one of want.
+func refused(t *testing.T, yaml string, want ...string) {
+	t.Helper()
+	_, err := Parse([]byte(yaml))
+	if err == nil {
+		t.Fatalf("no error for:\n%s", yaml)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
 	}
 }
