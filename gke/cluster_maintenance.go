@@ -13,6 +13,9 @@ type ClusterMaintenance struct {
 	Start, End time.Time
 	// Exclusions are the maintenance exclusions that have not ended by the moment, by name.
 	Exclusions []MaintenanceExclusion
+	// AutoUpgrades are when GKE announced the node pools' next auto-upgrades start, by node pool name; a pool
+	// without one is absent.
+	AutoUpgrades map[string]time.Time
 }
 
 // The scopes of a maintenance exclusion: the GKE API's MaintenanceExclusionOptions.Scope, lower-cased.

@@ -70,8 +70,9 @@ type Options struct {
 	// GKE is the cluster in the GKE API (package gkeapi), for the policy keys that need it (Config.NeedsGKEAPI);
 	// nil without one.
 	GKE GKE
-	// Calendar is the cluster's maintenance window and exclusions, for policy windows from the cluster; nil: read
-	// through GKE at most once a minute (gkeapi.Calendar).
+	// Calendar is the cluster's maintenance window, exclusions and node pools' auto-upgrades, for policy windows
+	// from the cluster and perform-maintenance in rolling pools; nil: read through GKE at most once a minute
+	// (gkeapi.Calendar).
 	Calendar Calendar
 }
 

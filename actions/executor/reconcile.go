@@ -270,7 +270,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 
 	cfg := e.config()
-	calendar := e.calendar(ctx, cfg)
+	calendar := e.calendar(ctx, cfg, t.Action == nodeview.PerformMaintenance)
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	if !report && e.dryRun() && e.book.simulatedServes(node) {

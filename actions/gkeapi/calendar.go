@@ -23,7 +23,8 @@ type ClusterReader interface {
 	GetCluster(ctx context.Context) (*containerpb.Cluster, error)
 }
 
-// Calendar is the cluster's maintenance window and exclusions for policy windows from the cluster. It reads the
+// Calendar is the cluster's maintenance window and exclusions for policy windows from the cluster, and its node
+// pools' announced auto-upgrades. It reads the
 // cluster at most once per TTL, keeping a failed read as long as a good one (decisions then wait until the next
 // read succeeds), and reads what it keeps as of each caller's moment. Safe for concurrent use: callers asking while
 // a read is under way wait for that read.
@@ -33,7 +34,7 @@ type Calendar struct {
 
 	mu     sync.Mutex
 	readAt time.Time // zero: never read
-	policy *containerpb.MaintenancePolicy
+	read   *containerpb.Cluster
 	err    error
 }
 
@@ -45,8 +46,9 @@ func NewCalendar(cluster ClusterReader, ttl time.Duration) *Calendar {
 	return &Calendar{cluster: cluster, ttl: ttl}
 }
 
-// At is the cluster's maintenance policy as of now (collector/gke.MaintenanceAt), read from the GKE API when what
-// was read is older than the TTL; an error says why the cluster or its window could not be read.
+// At is the cluster's maintenance policy as of now (collector/gke.MaintenanceAt) with its node pools'
+// auto-upgrades, read from the GKE API when what was read is older than the TTL; an error says why the cluster or
+// its window could not be read.
 func (c *Calendar) At(ctx context.Context, now time.Time) (gke.ClusterMaintenance, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -54,10 +56,20 @@ func (c *Calendar) At(ctx context.Context, now time.Time) (gke.ClusterMaintenanc
 		ctx, cancel := context.WithTimeout(ctx, calendarTimeout)
 		cl, err := c.cluster.GetCluster(ctx)
 		cancel()
-		c.readAt, c.policy, c.err = now, cl.GetMaintenancePolicy(), err
+		c.readAt, c.read, c.err = now, cl, err
 	}
 	if c.err != nil {
 		return gke.ClusterMaintenance{}, c.err
 	}
-	return gkecollector.MaintenanceAt(c.policy, now)
+	m, err := gkecollector.MaintenanceAt(c.read.GetMaintenancePolicy(), now)
+	for _, np := range c.read.GetNodePools() {
+		// A start GKE wrote in a form not understood is left out: the window and exclusions still hold.
+		if start, ok, _ := gkecollector.AutoUpgradeStart(np); ok {
+			if m.AutoUpgrades == nil {
+				m.AutoUpgrades = map[string]time.Time{}
+			}
+			m.AutoUpgrades[np.GetName()] = start
+		}
+	}
+	return m, err
 }

@@ -95,3 +95,24 @@ func TestCalendar(t *testing.T) {
 		t.Errorf("recovered: %+v, %v", m, err)
 	}
 }
+
+// TestCalendarAutoUpgrades: the node pools' announced auto-upgrades come with the calendar, by pool; a start
+// GKE wrote in a form not understood is left out and the rest still read.
+func TestCalendarAutoUpgrades(t *testing.T) {
+	start := time.Date(2026, 6, 8, 2, 0, 0, 0, time.UTC)
+	announced := func(at string) *containerpb.NodeManagement {
+		return &containerpb.NodeManagement{AutoUpgrade: true, UpgradeOptions: &containerpb.AutoUpgradeOptions{AutoUpgradeStartTime: at}}
+	}
+	_, _, client := startSim(t, &containerpb.Cluster{Name: "c", NodePools: []*containerpb.NodePool{
+		{Name: "l4", Management: announced(start.Format(time.RFC3339))},
+		{Name: "a3", Management: announced("next Tuesday")},
+		{Name: "v5e"},
+	}})
+	m, err := NewCalendar(client, time.Minute).At(context.Background(), start.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.AutoUpgrades) != 1 || !m.AutoUpgrades["l4"].Equal(start) {
+		t.Errorf("auto-upgrades %v, want l4's at %s only", m.AutoUpgrades, start)
+	}
+}

@@ -154,3 +154,62 @@ pools:
 		}
 	}
 }
+
+// TestDecideAutoUpgradeFirst: in a rolling pool, perform-maintenance waits for an auto-upgrade GKE announced for the
+// node's pool before the maintenance is due (the upgrade replaces the node); maintenance due first, maintenance
+// that cannot move, failed hardware, a parallel pool and an upgrade already past or unknown go ahead.
+func TestDecideAutoUpgradeFirst(t *testing.T) {
+	cfg := mustParse(t, basePolicy)
+	now := saturday3am
+	upgrades := func(pool string, in time.Duration) ClusterCalendar {
+		return ClusterCalendar{Maintenance: &gke.ClusterMaintenance{AutoUpgrades: map[string]time.Time{pool: now.Add(in)}}}
+	}
+	day := 24 * time.Hour
+	perform := Request{Action: nodeview.PerformMaintenance, CanReschedule: true}
+	for _, tc := range []struct {
+		name     string
+		req      Request
+		node     string
+		cluster  []*corev1.Node
+		calendar ClusterCalendar
+		want     Verdict
+		reason   string
+	}{
+		{name: "the upgrade starts before the maintenance is due", req: perform, node: "s-0", cluster: fleet("s", "l4-serve", 4, pending),
+			calendar: upgrades("l4-serve", day), want: Wait,
+			reason: "GKE's auto-upgrade of node pool l4-serve starts at 2025-06-08T10:00:00Z, before maintenance window/2025-06-12T10:00:00Z is due: the upgrade replaces node s-0"},
+		{name: "the maintenance is due first", req: perform, node: "s-0", cluster: fleet("s", "l4-serve", 4, pending),
+			calendar: upgrades("l4-serve", 6*day), want: Act},
+		{name: "the announced start has passed", req: perform, node: "s-0", cluster: fleet("s", "l4-serve", 4, pending),
+			calendar: upgrades("l4-serve", -time.Hour), want: Act},
+		{name: "another pool's upgrade", req: perform, node: "s-0", cluster: fleet("s", "l4-serve", 4, pending),
+			calendar: upgrades("a3-train", day), want: Act},
+		{name: "the cluster not read", req: perform, node: "s-0", cluster: fleet("s", "l4-serve", 4, pending),
+			calendar: ClusterCalendar{Err: errors.New("unavailable")}, want: Act},
+		{name: "maintenance that cannot move drains", req: Request{Action: nodeview.Drain}, node: "s-0", cluster: fleet("s", "l4-serve", 4, reschedulable(36*time.Hour)),
+			calendar: upgrades("l4-serve", day), want: Act},
+		{name: "failed hardware is repaired now", req: Request{Action: nodeview.PerformMaintenance, CanReschedule: true, HardwareFailure: true},
+			node: "s-0", cluster: fleet("s", "l4-serve", 4, pending), calendar: upgrades("l4-serve", day), want: Act},
+		{name: "a parallel pool does both in one downtime", req: perform, node: "t-0",
+			cluster: fleet("t", "a3-train", 2, pending, pending), calendar: upgrades("a3-train", day), want: Act},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var node *corev1.Node
+			for _, n := range tc.cluster {
+				if n.Name == tc.node {
+					node = n
+				}
+			}
+			view, all := nodeview.Of(node), views(tc.cluster)
+			pool, counts := Survey(cfg, view, all, (*nodeview.View).Disrupted)
+			d := Decide(cfg, Input{Request: tc.req, Node: view, Members: Scope(cfg, view, pool, all), Pool: pool, Cluster: counts,
+				Calendar: tc.calendar, Now: now})
+			if d.Verdict != tc.want || !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("got %s %q, want %s containing %q", d.Verdict, d.Reason, tc.want, tc.reason)
+			}
+			if tc.want == Wait && d.Code != WaitUpgradeReplacesNode {
+				t.Errorf("wait code %q, want %q", d.Code, WaitUpgradeReplacesNode)
+			}
+		})
+	}
+}

@@ -351,6 +351,10 @@ func decide(cfg *config.Config, in Input) Decision {
 			return wait(WaitUpgradeReplacesNode, "GKE is upgrading pool %s (its own work on %s) and node %s runs %s, older than the pool's %s: the upgrade replaces it, and its maintenance goes with the old VM",
 				p.Name, draining, node.Name, node.KubeletVersion, newer)
 		}
+		if start, ok := autoUpgradeFirst(in.Calendar, node, in.Now); ok {
+			return wait(WaitUpgradeReplacesNode, "GKE's auto-upgrade of node pool %s starts at %s, before maintenance %s is due: the upgrade replaces node %s, and its maintenance goes with the old VM",
+				node.Pool, stamp(start), m.Key(), node.Name)
+		}
 	}
 	if cfg.Paused {
 		return wait(WaitPaused, "the policy is paused")
@@ -497,4 +501,16 @@ func upgradeReplaces(node *nodeview.View, pool []*nodeview.View) (draining, newe
 		return "", ""
 	}
 	return draining, newer
+}
+
+// autoUpgradeFirst is the start of the auto-upgrade GKE announced for the node's pool when it is still to come and
+// comes before the node's maintenance is due, so the upgrade replaces the node first. Without a cluster read (no
+// GKE API, or a failed read) nothing is known to come first.
+func autoUpgradeFirst(cal ClusterCalendar, node *nodeview.View, now time.Time) (time.Time, bool) {
+	if cal.Maintenance == nil || node.Pool == "" {
+		return time.Time{}, false
+	}
+	start, ok := cal.Maintenance.AutoUpgrades[node.Pool]
+	due := node.Maintenance.Start()
+	return start, ok && start.After(now) && !due.IsZero() && start.Before(due)
 }

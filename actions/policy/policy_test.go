@@ -82,7 +82,6 @@ func views(nodes []*corev1.Node) []*nodeview.View {
 	return out
 }
 
-// fleet makes count healthy nodes named prefix-0.. in gkePool, with opts applied to the first len(opts) nodes.
 const (
 	oldVersion = "v1.33.4-gke.1000"
 	newVersion = "v1.33.5-gke.1201000"
@@ -96,6 +95,7 @@ func kubelet(v string) nodeOpt { return func(n *corev1.Node) { n.Status.NodeInfo
 // gkeDrains is GKE's upgrade draining the node, before it cordons.
 func gkeDrains(n *corev1.Node) { n.Labels[gke.LabelOperationType] = "drain" }
 
+// fleet makes count healthy nodes named prefix-0.. in gkePool, with opts applied to the first len(opts) nodes.
 func fleet(prefix, gkePool string, count int, opts ...nodeOpt) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range count {

@@ -75,12 +75,10 @@ func render(c Cluster, s snapshot, now time.Time) (metrics []prometheus.Metric, 
 		gauge(upgradeSettingsDesc, 1, pool, enumName(strategy.String(), ""),
 			strconv.Itoa(int(us.GetMaxSurge())), strconv.Itoa(int(us.GetMaxUnavailable())),
 			strconv.FormatBool(np.GetManagement().GetAutoUpgrade()))
-		if at := np.GetManagement().GetUpgradeOptions().GetAutoUpgradeStartTime(); at != "" {
-			if t, err := time.Parse(time.RFC3339, at); err == nil {
-				gauge(autoUpgradeStartDesc, seconds(t), pool)
-			} else {
-				problems = append(problems, "node pool "+pool+" auto_upgrade_start_time "+strconv.Quote(at))
-			}
+		if t, ok, err := AutoUpgradeStart(np); err != nil {
+			problems = append(problems, "node pool "+pool+" "+err.Error())
+		} else if ok {
+			gauge(autoUpgradeStartDesc, seconds(t), pool)
 		}
 		info := s.upgradeInfo[pool]
 		if paused(info) {

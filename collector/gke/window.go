@@ -116,3 +116,17 @@ func MaintenanceAt(p *containerpb.MaintenancePolicy, now time.Time) (gkevocab.Cl
 	}
 	return m, err
 }
+
+// AutoUpgradeStart is when GKE announced the node pool's next auto-upgrade starts
+// (management.upgrade_options.auto_upgrade_start_time); ok is false when it announced none.
+func AutoUpgradeStart(np *containerpb.NodePool) (start time.Time, ok bool, err error) {
+	at := np.GetManagement().GetUpgradeOptions().GetAutoUpgradeStartTime()
+	if at == "" {
+		return time.Time{}, false, nil
+	}
+	start, err = time.Parse(time.RFC3339, at)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("auto_upgrade_start_time %q", at)
+	}
+	return start, true, nil
+}
