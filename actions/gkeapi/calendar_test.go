@@ -116,3 +116,26 @@ func TestCalendarAutoUpgrades(t *testing.T) {
 		t.Errorf("auto-upgrades %v, want l4's at %s only", m.AutoUpgrades, start)
 	}
 }
+
+// TestCalendarFaults: an unavailable API costs one call per read (no retries that hold decisions), and an API not
+// enabled is told with its own fix, not a role.
+func TestCalendarFaults(t *testing.T) {
+	sim, _, client := startSim(t, &containerpb.Cluster{Name: "c"})
+	ctx := context.Background()
+	t0 := time.Date(2026, 6, 6, 3, 0, 0, 0, time.UTC)
+	cal := NewCalendar(client, time.Minute)
+
+	sim.Fail(container.MethodGetCluster, codes.Unavailable, -1)
+	if _, err := cal.At(ctx, t0); err == nil {
+		t.Error("an unavailable API read as a cluster")
+	}
+	if n := sim.Calls(container.MethodGetCluster); n != 1 {
+		t.Errorf("%d GetCluster calls for one read of an unavailable API, want 1", n)
+	}
+
+	sim.FailWith(container.MethodGetCluster, container.ServiceDisabled("p"), -1)
+	_, err := cal.At(ctx, t0.Add(time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "enable container.googleapis.com") || strings.Contains(err.Error(), "clusterViewer") {
+		t.Errorf("API not enabled: %v, want the fix to enable it, not a role", err)
+	}
+}

@@ -10,10 +10,12 @@ import (
 
 	container "cloud.google.com/go/container/apiv1"
 	"cloud.google.com/go/container/apiv1/containerpb"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	gkecollector "github.com/gke-disruption-exporter/gke-disruption-exporter/collector/gke"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/googleapi"
 )
 
 // callTimeout bounds one call: a reconcile waits on it.
@@ -37,7 +39,9 @@ func (c *Client) Cluster() string { return c.cluster.String() }
 func (c *Client) GetCluster(ctx context.Context) (*containerpb.Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	cl, err := c.cm.GetCluster(ctx, &containerpb.GetClusterRequest{Name: c.cluster.String()})
+	// One call per read: the client's retries of Unavailable would hold decisions for the whole timeout, and the
+	// Calendar's TTL is the back-off.
+	cl, err := c.cm.GetCluster(ctx, &containerpb.GetClusterRequest{Name: c.cluster.String()}, gax.WithRetry(nil))
 	if err != nil {
 		return nil, explain("GetCluster", c.cluster.String(), err)
 	}
@@ -47,10 +51,12 @@ func (c *Client) GetCluster(ctx context.Context) (*containerpb.Cluster, error) {
 // explain names the call and says how to fix what a person must fix.
 func explain(method, resource string, err error) error {
 	fix := ""
-	switch status.Code(err) {
-	case codes.PermissionDenied:
+	switch {
+	case googleapi.ServiceDisabled(err):
+		fix = " (the Kubernetes Engine API is not enabled in the cluster's project: enable container.googleapis.com)"
+	case status.Code(err) == codes.PermissionDenied:
 		fix = " (grant the actions service's Kubernetes service account, through Workload Identity, roles/container.clusterViewer)"
-	case codes.Unauthenticated:
+	case status.Code(err) == codes.Unauthenticated:
 		fix = " (no usable credentials: Workload Identity on GKE, else GOOGLE_APPLICATION_CREDENTIALS)"
 	}
 	return &callError{msg: fmt.Sprintf("GKE API %s %s: %s%s", method, resource, status.Convert(err).Message(), fix), err: err}

@@ -22,7 +22,6 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -327,11 +326,9 @@ func diagnose(err error, cluster Cluster) (kind, fix string) {
 	s, _ := status.FromError(unwrapStatus(err))
 	switch s.Code() {
 	case codes.PermissionDenied:
-		for _, d := range s.Details() {
-			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "SERVICE_DISABLED" {
-				return "service_disabled", "the Kubernetes Engine API is not enabled in project " + cluster.Project +
-					": enable container.googleapis.com (gcloud services enable container.googleapis.com --project " + cluster.Project + ")"
-			}
+		if googleapi.ServiceDisabled(err) {
+			return "service_disabled", "the Kubernetes Engine API is not enabled in project " + cluster.Project +
+				": enable container.googleapis.com (gcloud services enable container.googleapis.com --project " + cluster.Project + ")"
 		}
 		var ce *callError
 		needed := "container.clusters.get and container.operations.list"

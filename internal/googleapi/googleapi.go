@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"google.golang.org/api/option"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -31,6 +32,25 @@ func ClientOptions(endpoint string, plaintext bool, endpointFlag, plaintextFlag 
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	}
 	return opts, nil
+}
+
+// ServiceDisabled reports whether err is Google's answer that the API is not enabled in the project: a
+// PermissionDenied with reason SERVICE_DISABLED, which no role fixes.
+func ServiceDisabled(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s, ok := status.FromError(e); ok {
+			if s.Code() != codes.PermissionDenied {
+				return false
+			}
+			for _, d := range s.Details() {
+				if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == "SERVICE_DISABLED" {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // Code is the gRPC code of a call's outcome, also for errors the client raises itself or wraps.
