@@ -298,7 +298,7 @@ func (o *opportunistic) run(ctx context.Context, watchCtx context.Context) {
 // pass decides once for every pool with opportunistic maintenance.
 func (o *opportunistic) pass(ctx context.Context, cfg *config.Config, t *idleTracker) {
 	e := o.e
-	calendar := e.calendar(ctx, cfg, false)
+	calendar := e.calendar(ctx, cfg.WindowsFromCluster())
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	all := e.cachedViews()

@@ -270,7 +270,7 @@ func (e *Executor) decide(ctx context.Context, node *nodeview.View) (time.Durati
 	}
 
 	cfg := e.config()
-	calendar := e.calendar(ctx, cfg, t.Action == nodeview.PerformMaintenance)
+	calendar := e.calendar(ctx, readsCalendar(cfg, node, t.Action))
 	e.decideMu.Lock()
 	defer e.decideMu.Unlock()
 	if !report && e.dryRun() && e.book.simulatedServes(node) {
