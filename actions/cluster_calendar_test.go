@@ -1,7 +1,6 @@
 package actions
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/gkeapi"
-	gkecollector "github.com/gke-disruption-exporter/gke-disruption-exporter/collector/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/gkesim/container"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/internal/testenv"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -34,31 +32,10 @@ func dailyWindow(now time.Time, from, to time.Duration, exclusions map[string]*c
 // Event, and is acted on once the cluster can be read again.
 func TestClusterWindows(t *testing.T) {
 	api := testenv.StartAPIServer(t)
-	sim := container.New()
-	addr, err := sim.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
 	now := time.Now()
-	name := sim.SetCluster("p", "europe-west4", &containerpb.Cluster{Name: "c", MaintenancePolicy: dailyWindow(now, 6*time.Hour, 10*time.Hour, nil)})
-	cm, err := gkecollector.NewClient(context.Background(), addr, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cm.Close() })
-	resource, err := gkecollector.ParseCluster(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := gkeapi.New(cm, resource)
+	cs := startCalendarSim(t, dailyWindow(now, 6*time.Hour, 10*time.Hour, nil))
+	sim, name, client, setPolicy := cs.sim, cs.name, cs.client, cs.setPolicy
 	const ttl = 300 * time.Millisecond
-	setPolicy := func(p *containerpb.MaintenancePolicy) {
-		t.Helper()
-		if err := sim.UpdateCluster(name, func(c *containerpb.Cluster) { c.MaintenancePolicy = p }); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	c := newCluster(t, api)
 	pool := unique("calendar")
