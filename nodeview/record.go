@@ -51,6 +51,9 @@ const (
 	AnnotationFaultBehavior = Prefix + "fault-behavior"
 	// AnnotationReportStatus is GKE's last report-and-replace status this service has recorded (and evented).
 	AnnotationReportStatus = Prefix + "report-status"
+	// AnnotationUpgradeSince is when the node began to wait for its pool's upgrade (UpgradePending);
+	// upgrade.deadline counts from here.
+	AnnotationUpgradeSince = Prefix + "upgrade-since"
 
 	// legacyScheduledMaintenance is where earlier releases recorded the maintenance (the label's value).
 	legacyScheduledMaintenance = Prefix + "scheduled-maintenance-time"
@@ -99,6 +102,11 @@ const (
 	// HostReported: label fault-behavior set; GKE evicts, reports the host and replaces it, showing its progress in
 	// report-and-replace-status.
 	HostReported Phase = "host-reported"
+	// UpgradePending: GKE finished the host maintenance; our cordon stays while the group's maintenance finishes
+	// and the pool's upgrade is asked for (upgrade: {withMaintenance: true}), so the pods land on upgraded nodes.
+	UpgradePending Phase = "upgrade-pending"
+	// UpgradeRequested: GKE upgrades the node's pool; our cordon stays until its operation is done.
+	UpgradeRequested Phase = "upgrade-requested"
 	// Failed: the action gave up; AnnotationReason says why. A cordon of ours stays only while maintenance that
 	// cannot be moved is still pending on the node (pods placed there would be killed anyway).
 	Failed Phase = "failed"
@@ -127,6 +135,7 @@ type Record struct {
 	DrainStartedAt time.Time
 	RequestedAt    time.Time
 	FinishedAt     time.Time
+	UpgradeSince   time.Time
 }
 
 // ReadRecord reads the service's annotations; unreadable times read as zero. The annotations are the service's only
@@ -149,6 +158,7 @@ func ReadRecord(a map[string]string) Record {
 		DrainStartedAt:  parseTime(a[AnnotationDrainStartedAt]),
 		RequestedAt:     parseTime(a[AnnotationRequestedAt]),
 		FinishedAt:      parseTime(a[AnnotationFinishedAt]),
+		UpgradeSince:    parseTime(a[AnnotationUpgradeSince]),
 	}
 	if r.Maintenance == "" && a[legacyScheduledMaintenance] != "" {
 		r.Maintenance = LabelKey(a[legacyScheduledMaintenance])
@@ -177,10 +187,13 @@ func (r Record) HoldsCordon() bool {
 	return (r.Phase == Done || r.Phase == Failed) && r.CordonedBy != ""
 }
 
+// WaitsForUpgrade reports work whose maintenance is done and that waits for its pool's upgrade.
+func (p Phase) WaitsForUpgrade() bool { return p == UpgradePending || p == UpgradeRequested }
+
 // Active reports a phase of work in progress.
 func (p Phase) Active() bool {
 	switch p {
-	case Accepted, Draining, MaintenanceRequested, HostReported:
+	case Accepted, Draining, MaintenanceRequested, HostReported, UpgradePending, UpgradeRequested:
 		return true
 	}
 	return false

@@ -170,11 +170,45 @@ type Pool struct {
 	// Repair, when set, governs maintenance whose reasons say the hardware failed (FAILURE_*): acted on as soon as
 	// it is announced, whatever its window, under its own budget instead of maxUnavailable and the windows.
 	Repair *Repair `yaml:"repair"`
+	// Upgrade, when set, has a parallel pool's node pool upgrade done in the downtime of its host maintenance.
+	Upgrade *Upgrade `yaml:"upgrade"`
 }
+
+// Upgrade is a parallel pool's node pool upgrade together with its host maintenance: one downtime, one job
+// restart, where GKE's auto-upgrade would be a second.
+type Upgrade struct {
+	// WithMaintenance: once GKE has finished the host maintenance of the pool's group, and before the nodes are
+	// handed back, the GKE node pools behind the control plane's version are upgraded to it (UpdateNodePool).
+	WithMaintenance bool `yaml:"withMaintenance"`
+	// Deadline bounds the wait, from a node's maintenance finished to its pool upgraded: past it the work ends
+	// failed and the nodes are handed back.
+	Deadline Duration `yaml:"deadline"`
+}
+
+// DefaultUpgradeDeadline is upgrade.deadline left out: a surge upgrade of a few GPU nodes, PDBs respected up to
+// GKE's 1 h per node, with room.
+const DefaultUpgradeDeadline = 6 * time.Hour
+
+// UpgradesWithMaintenance reports whether the pool's node pool upgrade goes with its host maintenance.
+func (p *Pool) UpgradesWithMaintenance() bool { return p.Upgrade != nil && p.Upgrade.WithMaintenance }
 
 // NeedsGKEAPI names a key of the policy that needs the GKE API (windows from the cluster), or "" when none does.
 func (c *Config) NeedsGKEAPI() string {
-	return c.fromClusterKey()
+	if key := c.fromClusterKey(); key != "" {
+		return key
+	}
+	return c.UpgradeKey()
+}
+
+// UpgradeKey names the first pool key of the policy that upgrades node pools (upgrade.withMaintenance), or "": the
+// only key that needs the role container.clusters.update.
+func (c *Config) UpgradeKey() string {
+	for i := range c.Pools {
+		if c.Pools[i].UpgradesWithMaintenance() {
+			return fmt.Sprintf("pools[%d].upgrade.withMaintenance", i)
+		}
+	}
+	return ""
 }
 
 // WindowsOf are the windows of the pool's work other than repairs: its own, else the top-level ones.
@@ -400,6 +434,16 @@ func (c *Config) complete(present map[string]bool) error {
 		if r := p.Repair; r != nil {
 			if err := r.complete(path+".repair", present); err != nil {
 				return err
+			}
+		}
+		if u := p.Upgrade; u != nil {
+			switch {
+			case u.WithMaintenance && p.Strategy != Parallel:
+				return fmt.Errorf("%s.upgrade.withMaintenance: only for strategy parallel (a rolling pool's upgrade is GKE's, and host maintenance waits for it: upgrade_replaces_node)", path)
+			case !present[path+".upgrade.deadline"]:
+				u.Deadline = Duration(DefaultUpgradeDeadline)
+			case u.Deadline <= 0:
+				return fmt.Errorf("%s.upgrade.deadline: must be greater than 0 (every upgrade needs an end)", path)
 			}
 		}
 		switch p.Strategy {

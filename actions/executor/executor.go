@@ -76,9 +76,12 @@ type Options struct {
 	Calendar Calendar
 }
 
-// GKE is the part of the GKE API the executor uses, for its own cluster.
+// GKE is the part of the GKE API the executor uses, for its own cluster (package gkeapi).
 type GKE interface {
 	GetCluster(ctx context.Context) (*containerpb.Cluster, error)
+	UpdateNodePool(ctx context.Context, pool, imageType string) (*containerpb.Operation, error)
+	GetOperation(ctx context.Context, operation string) (*containerpb.Operation, error)
+	FindUpgrade(ctx context.Context, pool string, since time.Time) (*containerpb.Operation, error)
 }
 
 // CheckConfig tells why the executor cannot run cfg: a key that needs the GKE API without one.
@@ -115,6 +118,8 @@ type Executor struct {
 	book *bookkeeping
 	// repairs is the ledger of GPU-fault repairs the guard rails count.
 	repairs *repairLedger
+	// upgrades is the ledger of node pool upgrades done with maintenance.
+	upgrades *upgradeLedger
 
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[string] // nil while not leading
@@ -149,6 +154,7 @@ func New(logger *slog.Logger, opts Options) (*Executor, error) {
 	}
 	e.opportunistic = &opportunistic{e: e}
 	e.repairs = newRepairLedger(e)
+	e.upgrades = newUpgradeLedger(e)
 	e.cfg.Store(opts.Config)
 	m, err := newMetrics(opts.Registerer, e)
 	if err != nil {
@@ -310,6 +316,8 @@ func (e *Executor) Lead(ctx context.Context) error {
 	}
 	workers.Add(1)
 	go func() { defer workers.Done(); e.watchRepairLedger(ctx) }()
+	workers.Add(1)
+	go func() { defer workers.Done(); e.followUpgrades(ctx) }()
 	for range defaultWorkers {
 		workers.Add(1)
 		go func() {

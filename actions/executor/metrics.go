@@ -60,6 +60,9 @@ func newMetrics(reg prometheus.Registerer, e *Executor) (*metrics, error) {
 		}
 		m.duration.WithLabelValues(string(action))
 	}
+	for _, result := range []string{resultSucceeded, resultFailed} {
+		m.actions.WithLabelValues(string(actionUpgradeNodePool), result)
+	}
 	for _, c := range []prometheus.Collector{m.actions, m.duration, m.leader, m.overlaps, m.state, newRepairSeries(e)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/nodestate"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/policy"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/repairs"
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/upgrades"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/webhook"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
@@ -64,9 +65,20 @@ func (e *Executor) reconcile(ctx context.Context, name string) (after time.Durat
 			e.noteForeign(node, rec)
 			return foreignRecheck, nil
 		}
+		if obs.Upgrade, err = e.poolUpgrade(ctx, view); err != nil {
+			return 0, err
+		}
 		step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst)
 		if step != nodestate.StepNone {
 			return 0, e.apply(ctx, node, rec, obs, step, why)
+		}
+		if rec.Phase.WaitsForUpgrade() {
+			// GKE's operation and the deadline move on with time, not with node changes.
+			defer func() {
+				if after == 0 || e.opts.RequeueInterval < after {
+					after = e.opts.RequeueInterval
+				}
+			}()
 		}
 		if left, due := e.startDeadline(rec, obs); due {
 			return 0, e.notStarted(ctx, node, rec, obs)
@@ -200,6 +212,22 @@ func (e *Executor) apply(ctx context.Context, node *corev1.Node, rec nodeview.Re
 		return e.endReport(ctx, node, rec, nodeview.Failed, why)
 	case nodestate.StepHandOver:
 		return e.handOver(ctx, node, rec, why)
+	case nodestate.StepAwaitUpgrade:
+		return e.awaitUpgrade(ctx, node, why)
+	case nodestate.StepRequestUpgrade:
+		return e.requestUpgrade(ctx, nodeview.Of(node))
+	case nodestate.StepNoteUpgradeRequested:
+		return e.noteUpgradeRequested(ctx, node, why)
+	case nodestate.StepUpgradeDone:
+		if err := e.endUpgrade(ctx, nodeview.Of(node), upgrades.Done, why); err != nil {
+			return err
+		}
+		return e.finish(ctx, node, rec, why)
+	case nodestate.StepUpgradeFailed:
+		if err := e.endUpgrade(ctx, nodeview.Of(node), upgrades.Failed, why); err != nil {
+			return err
+		}
+		return e.upgradeFailed(ctx, node, rec, why)
 	}
 	return fmt.Errorf("unknown lifecycle step %q", step)
 }
@@ -505,6 +533,7 @@ func (e *Executor) claimAnnotations(action nodeview.Action, maintenance string) 
 		nodeview.AnnotationOpportunistic:   nil,
 		nodeview.AnnotationFaultBehavior:   nil,
 		nodeview.AnnotationReportStatus:    nil,
+		nodeview.AnnotationUpgradeSince:    nil,
 	}
 }
 

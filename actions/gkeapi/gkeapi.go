@@ -1,11 +1,12 @@
 // Package gkeapi is the actions service's part of the GKE API (google.container.v1.ClusterManager) for its own
-// cluster: reading the cluster (versions, node pools, maintenance policy). Each call has its own deadline; callers
-// retry on their next reconcile.
+// cluster: reading the cluster (versions, node pools, maintenance policy), and upgrading a node pool with its
+// operation followed. Each call has its own deadline and is made once; callers retry on their next reconcile.
 package gkeapi
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	container "cloud.google.com/go/container/apiv1"
@@ -48,12 +49,67 @@ func (c *Client) GetCluster(ctx context.Context) (*containerpb.Cluster, error) {
 	return cl, nil
 }
 
+// UpdateNodePool asks GKE to upgrade pool's nodes to the control plane's version ("-"), keeping its image type
+// (a required field: GKE would otherwise refuse the request).
+func (c *Client) UpdateNodePool(ctx context.Context, pool, imageType string) (*containerpb.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	name := c.cluster.String() + "/nodePools/" + pool
+	// Never retried by the client: a retry after a lost answer could start a second upgrade; the caller looks for
+	// the first one's operation (FindUpgrade) before it asks again.
+	op, err := c.cm.UpdateNodePool(ctx, &containerpb.UpdateNodePoolRequest{Name: name, NodeVersion: "-", ImageType: imageType},
+		gax.WithRetry(nil))
+	if err != nil {
+		return nil, explain("UpdateNodePool", name, err)
+	}
+	return op, nil
+}
+
+// GetOperation reads an operation of the cluster's location by its short name.
+func (c *Client) GetOperation(ctx context.Context, operation string) (*containerpb.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	name := c.location() + "/operations/" + operation
+	op, err := c.cm.GetOperation(ctx, &containerpb.GetOperationRequest{Name: name}, gax.WithRetry(nil))
+	if err != nil {
+		return nil, explain("GetOperation", name, err)
+	}
+	return op, nil
+}
+
+// FindUpgrade is the UPGRADE_NODES operation of pool started at since or later (nil when there is none): the
+// answer of an UpdateNodePool call that was lost.
+func (c *Client) FindUpgrade(ctx context.Context, pool string, since time.Time) (*containerpb.Operation, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.cm.ListOperations(ctx, &containerpb.ListOperationsRequest{Parent: c.location()}, gax.WithRetry(nil))
+	if err != nil {
+		return nil, explain("ListOperations", c.location(), err)
+	}
+	for _, op := range resp.GetOperations() {
+		started, err := time.Parse(time.RFC3339Nano, op.GetStartTime())
+		if p, ok := c.cluster.NodePoolOf(op.GetTargetLink()); ok && p == pool &&
+			op.GetOperationType() == containerpb.Operation_UPGRADE_NODES && err == nil && !started.Before(since) {
+			return op, nil
+		}
+	}
+	return nil, nil
+}
+
+// location is the cluster's location's resource name, the parent of its operations.
+func (c *Client) location() string {
+	loc, _, _ := strings.Cut(c.cluster.String(), "/clusters/")
+	return loc
+}
+
 // explain names the call and says how to fix what a person must fix.
 func explain(method, resource string, err error) error {
 	fix := ""
 	switch {
 	case googleapi.ServiceDisabled(err):
 		fix = " (the Kubernetes Engine API is not enabled in the cluster's project: enable container.googleapis.com)"
+	case status.Code(err) == codes.PermissionDenied && method != "GetCluster":
+		fix = " (upgrade.withMaintenance needs container.clusters.update, container.operations.get and container.operations.list: grant the actions service's Kubernetes service account, through Workload Identity, a custom role with them, or roles/container.clusterAdmin)"
 	case status.Code(err) == codes.PermissionDenied:
 		fix = " (grant the actions service's Kubernetes service account, through Workload Identity, roles/container.clusterViewer)"
 	case status.Code(err) == codes.Unauthenticated:

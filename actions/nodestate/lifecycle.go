@@ -6,7 +6,9 @@ package nodestate
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/gke-disruption-exporter/gke-disruption-exporter/actions/upgrades"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/gke"
 	"github.com/gke-disruption-exporter/gke-disruption-exporter/nodeview"
 )
@@ -50,7 +52,36 @@ type Observation struct {
 	// GKEOperations are GKE's own work on the node (an upgrade's or resize's drain, an auto-repair), which deletes
 	// or re-creates it.
 	GKEOperations []string
+	// Upgrade is the node pool's upgrade that follows the maintenance (upgrade: {withMaintenance: true}); nil when
+	// the pool's policy asks for none.
+	Upgrade *PoolUpgrade
 }
+
+// PoolUpgrade is what the executor read of the upgrade of the node's GKE node pool that follows its group's
+// maintenance: the upgrade ledger's entry for this work, GKE's operation, and the group.
+type PoolUpgrade struct {
+	// Entry is the ledger's entry for this work's (pool, maintenance); nil while none was claimed.
+	Entry *upgrades.Entry
+	// Operation is GKE's operation of the entry as last read; nil when the entry has none or it could not be read.
+	Operation *Operation
+	// GroupFinished: GKE finished the maintenance of every other member of the work's group (they wait for the
+	// upgrade, or their work ended).
+	GroupFinished bool
+	// Deadline is upgrade.deadline; Now the time of the observation.
+	Deadline time.Duration
+	Now      time.Time
+}
+
+// Operation is a GKE operation's end, as far as the lifecycle cares.
+type Operation struct {
+	Done bool
+	// Error is the failed operation's message ("" when it succeeded or runs).
+	Error string
+}
+
+// LostAnswer is how long a claimed upgrade may wait for GKE's answer to UpdateNodePool (a call's deadline, with
+// room) before its operation is looked for and, when GKE has none, asked for again.
+const LostAnswer = time.Minute
 
 // Observe takes the observation from a node's view.
 func Observe(v *nodeview.View) Observation {
@@ -96,6 +127,19 @@ const (
 	// StepHandOver: GKE's own operation took the node, which it drains and replaces; end the work as done, stop
 	// our drain, and leave the cordon to GKE (never lifted by us, no longer ours).
 	StepHandOver Step = "hand-over"
+	// StepAwaitUpgrade: GKE finished the maintenance and the pool's upgrade follows in the same downtime: keep the
+	// cordon and wait for it (upgrade-pending).
+	StepAwaitUpgrade Step = "await-upgrade"
+	// StepRequestUpgrade: the group's maintenance is finished: claim the pool's upgrade in the ledger and ask GKE
+	// (UpdateNodePool); a claim whose answer was lost first looks for its operation.
+	StepRequestUpgrade Step = "request-upgrade"
+	// StepNoteUpgradeRequested: another member asked for the pool's upgrade: record it (upgrade-requested).
+	StepNoteUpgradeRequested Step = "note-upgrade-requested"
+	// StepUpgradeDone: GKE's operation finished: end the ledger's entry done, then the work (hand the node back).
+	StepUpgradeDone Step = "upgrade-done"
+	// StepUpgradeFailed: the upgrade failed or stalled past upgrade.deadline: end the ledger's entry failed (the
+	// page), then the work failed, the node handed back.
+	StepUpgradeFailed Step = "upgrade-failed"
 )
 
 // ReasonReplaced begins the reason of work handed over to GKE's own operation (StepHandOver).
@@ -117,6 +161,9 @@ func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 	}
 	if r.FaultDrain() {
 		return nextFaultDrain(r, o)
+	}
+	if r.Phase.WaitsForUpgrade() {
+		return nextUpgrade(r, o)
 	}
 	if o.InMaintenance {
 		switch {
@@ -157,14 +204,66 @@ func Next(r nodeview.Record, o Observation, drainFirst bool) (Step, string) {
 		return StepRequest, ""
 	case nodeview.Draining:
 		if r.MaintenanceSeen && quietAndReady {
-			return StepFinish, "GKE finished maintenance before the drain did"
+			return finished(o, "GKE finished maintenance before the drain did")
 		}
 		return StepContinueDrain, ""
 	}
 	// maintenance-requested, or a cordon held after done/failed: wait for GKE to finish. A request GKE left on the
 	// node after the maintenance it started is ours to remove, not a reason to wait.
 	if r.MaintenanceSeen && o.Ready && (!o.PerformRequested || r.Phase == nodeview.MaintenanceRequested) {
-		return StepFinish, "GKE finished maintenance"
+		return finished(o, "GKE finished maintenance")
+	}
+	return StepNone, ""
+}
+
+// finished is the step of work whose maintenance GKE finished: the end, or in a pool upgraded with its maintenance
+// the wait for the upgrade, the node still cordoned.
+func finished(o Observation, why string) (Step, string) {
+	if o.Upgrade != nil {
+		return StepAwaitUpgrade, why + "; the pool's upgrade follows in the same downtime, the node stays cordoned until it is done"
+	}
+	return StepFinish, why
+}
+
+// nextUpgrade is the lifecycle of the pool's upgrade after the maintenance (upgrade: {withMaintenance: true}):
+//
+//	upgrade-pending ──group's maintenance finished──► (claim, UpdateNodePool) ──► upgrade-requested ──DONE──► done
+//	      │                         another member claimed it ──┘                      │
+//	      └──────────── operation failed, or upgrade.deadline passed since upgrade-pending ──┴──► failed
+//
+// Every end hands the node back (our cordon lifted); a node the upgrade drains and replaces is GKE's (StepHandOver,
+// before this). A claim whose answer was lost (no operation after LostAnswer) is asked again only after GKE shows
+// no operation of it.
+func nextUpgrade(r nodeview.Record, o Observation) (Step, string) {
+	u := o.Upgrade
+	if u == nil {
+		return StepFinish, "the pool's policy no longer upgrades with maintenance; the node is handed back"
+	}
+	e := u.Entry
+	expired := !r.UpgradeSince.IsZero() && u.Now.Sub(r.UpgradeSince) > u.Deadline
+	switch {
+	case e != nil && e.State == upgrades.Done:
+		if e.Current {
+			return StepFinish, "the pool is at the control plane's version already; the node is handed back"
+		}
+		return StepFinish, fmt.Sprintf("GKE upgraded the pool to %s (operation %s); the node is handed back", e.Version, e.Operation)
+	case e != nil && e.State == upgrades.Failed:
+		return StepUpgradeFailed, "the pool's upgrade failed: " + e.Reason
+	case e != nil && u.Operation != nil && u.Operation.Done && u.Operation.Error != "":
+		return StepUpgradeFailed, fmt.Sprintf("GKE's upgrade of the pool failed (operation %s): %s", e.Operation, u.Operation.Error)
+	case e != nil && u.Operation != nil && u.Operation.Done:
+		return StepUpgradeDone, fmt.Sprintf("GKE upgraded the pool to %s (operation %s); the node is handed back", e.Version, e.Operation)
+	case expired && e == nil:
+		return StepUpgradeFailed, fmt.Sprintf("the group's maintenance did not finish within upgrade.deadline (%s); the pool was not upgraded", u.Deadline)
+	case expired:
+		return StepUpgradeFailed, fmt.Sprintf("GKE's upgrade of the pool (operation %s) did not finish within upgrade.deadline (%s); it may go on without this service",
+			orNone(e.Operation), u.Deadline)
+	case e == nil && u.GroupFinished:
+		return StepRequestUpgrade, ""
+	case e != nil && e.Operation == "" && u.Now.Sub(e.RequestedAt) > LostAnswer:
+		return StepRequestUpgrade, "GKE's answer to the upgrade request was lost"
+	case e != nil && r.Phase == nodeview.UpgradePending:
+		return StepNoteUpgradeRequested, fmt.Sprintf("GKE upgrades the pool to %s", e.Version)
 	}
 	return StepNone, ""
 }
