@@ -311,3 +311,66 @@ func TestUpgradeWithMaintenance(t *testing.T) {
 	t.Logf("workload pods stopped for host maintenance and the upgrade of a 4-node pool: %d with the product, %d without",
 		rig.evicted.count("train"), rig.evicted.count("bare"))
 }
+
+// TestUpgradeWithMaintenanceFails: GKE's upgrade fails part-way: every node still there is handed back (failed, our
+// cordon lifted), the failure counted once (the page: GKEDisruptionActionFailed), and the Job runs again.
+func TestUpgradeWithMaintenanceFails(t *testing.T) {
+	rig := startUpgradeRig(t)
+	nodes := rig.sc.NodeNames("train")
+	lease := unique("lease")
+	r := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease})
+	r.waitLeading()
+	var alerts []template.Alert
+	for _, n := range nodes {
+		alerts = append(alerts, alert(n, nodeview.PerformMaintenance, true, startsAt))
+	}
+	mustAccept(t, r, alerts...)
+	var operation string
+	testenv.Eventually(t, waitLong, "the upgrade asked for", func() error {
+		l, err := upgrades.Read(context.Background(), rig.api.Client, metav1.NamespaceDefault, lease)
+		if err != nil {
+			return err
+		}
+		if operation = l.Pools["train"].Operation; operation == "" {
+			return fmt.Errorf("ledger %+v", l)
+		}
+		return nil
+	})
+	if err := rig.sim.FailOperation(operation, "simulated: the upgrade failed"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("the failure counted once", "gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "failed"}, 1)
+	c := newCluster(t, rig.api)
+	left := 0
+	for _, n := range nodes {
+		if _, err := rig.api.Client.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{}); err != nil {
+			continue // replaced before the failure
+		}
+		left++
+		c.waitNode(n, "handed back after the failed upgrade", func(node *corev1.Node) error {
+			if rec := nodeview.Of(node).Record; rec.Phase != nodeview.Failed && rec.Phase != nodeview.Done {
+				return fmt.Errorf("state %q", rec.Phase)
+			}
+			if nodeview.Of(node).Record.Phase == nodeview.Failed && node.Spec.Unschedulable {
+				return fmt.Errorf("still cordoned")
+			}
+			return nil
+		})
+	}
+	if left == 0 {
+		t.Fatal("every node replaced before the failure: the test proves nothing")
+	}
+	testenv.Eventually(t, waitLong, "the Job running again", func() error {
+		if n := rig.running(t, "train"); n != 4 {
+			return fmt.Errorf("%d pods running", n)
+		}
+		return nil
+	})
+	settle()
+	if v := r.metric("gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "failed"}); v != 1 {
+		t.Errorf("upgrade failures counted %v times, want once", v)
+	}
+	if n := rig.sim.Calls(container.MethodUpdateNodePool); n != 1 {
+		t.Errorf("UpdateNodePool called %d times after a failure, want once", n)
+	}
+}

@@ -124,7 +124,7 @@ func Store(client kubernetes.Interface, namespace, lease string, beforeWrite fun
 		What: "the upgrade ledger", Codec: kube.Codec[Ledger]{Decode: Decode, Encode: Ledger.Encode}, BeforeWrite: beforeWrite}
 }
 
-// Read is a convenience for tests and the CLI: the ledger as stored.
+// Read is the ledger of the instance whose Lease is namespace/lease, as stored.
 func Read(ctx context.Context, client kubernetes.Interface, namespace, lease string) (Ledger, error) {
 	return Store(client, namespace, lease, nil).Read(ctx)
 }
