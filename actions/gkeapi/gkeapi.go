@@ -108,8 +108,8 @@ func explain(method, resource string, err error) error {
 	switch {
 	case googleapi.ServiceDisabled(err):
 		fix = " (the Kubernetes Engine API is not enabled in the cluster's project: enable container.googleapis.com)"
-	case status.Code(err) == codes.PermissionDenied && method != "GetCluster":
-		fix = " (upgrade.withMaintenance needs container.clusters.update, container.operations.get and container.operations.list: grant the actions service's Kubernetes service account, through Workload Identity, a custom role with them, or roles/container.clusterAdmin)"
+	case status.Code(err) == codes.PermissionDenied && method == "UpdateNodePool":
+		fix = " (upgrade.withMaintenance needs container.clusters.update: grant the actions service's Kubernetes service account, through Workload Identity, a custom role with it beside roles/container.clusterViewer)"
 	case status.Code(err) == codes.PermissionDenied:
 		fix = " (grant the actions service's Kubernetes service account, through Workload Identity, roles/container.clusterViewer)"
 	case status.Code(err) == codes.Unauthenticated:
