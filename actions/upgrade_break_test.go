@@ -96,7 +96,7 @@ func waitUpgradedAndEnded(t *testing.T, rig *upgradeRig, nodes []string) {
 	})
 }
 
-func readLedger(t *testing.T, rig *upgradeRig, lease string) upgrades.Ledger {
+func readUpgradeLedger(t *testing.T, rig *upgradeRig, lease string) upgrades.Ledger {
 	t.Helper()
 	l, err := upgrades.Read(context.Background(), rig.api.Client, metav1.NamespaceDefault, lease)
 	if err != nil {
@@ -158,7 +158,7 @@ func TestUpgradeRefusedPermissionDenied(t *testing.T) {
 	if got := r.metric("gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "succeeded"}); got != 0 {
 		t.Errorf("succeeded counted %v times, want 0", got)
 	}
-	if e := readLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Failed || e.Attempts != 1 {
+	if e := readUpgradeLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Failed || e.Attempts != 1 {
 		t.Errorf("ledger entry %+v, want failed after one attempt", e)
 	}
 	if v := rig.nodePool(t, "train").GetVersion(); v == controlPlaneVersion {
@@ -209,7 +209,7 @@ func TestUpgradeUnavailableNoOperation(t *testing.T) {
 	if n := rig.sim.Calls(container.MethodUpdateNodePool); n != 2 {
 		t.Errorf("UpdateNodePool called %d times, want twice (one failed, one asked again)", n)
 	}
-	if e := readLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Done || e.Attempts != 2 || e.Operation == "" {
+	if e := readUpgradeLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Done || e.Attempts != 2 || e.Operation == "" {
 		t.Errorf("ledger entry %+v, want done after two attempts with its operation", e)
 	}
 	if got := r.metric("gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "failed"}); got != 0 {
@@ -234,7 +234,7 @@ func TestUpgradeLostAnswerOperationStarted(t *testing.T) {
 	// LostAnswer passes; whatever the service does, it must not start a second upgrade, and the entry must end.
 	testenv.Eventually(t, 2*waitLong, "the ledger's entry ended with the operation found", func() error {
 		mustAccept(t, r, trainAlerts(nodes)...)
-		e := readLedger(t, rig, lease).Pools["train"]
+		e := readUpgradeLedger(t, rig, lease).Pools["train"]
 		if e.State == upgrades.Requested {
 			return fmt.Errorf("entry still requested: %+v", e)
 		}
@@ -243,7 +243,7 @@ func TestUpgradeLostAnswerOperationStarted(t *testing.T) {
 	if ops := gke.operations(); len(ops) != 1 {
 		t.Errorf("GKE started %d upgrade operations (%v), want exactly one", len(ops), ops)
 	}
-	e := readLedger(t, rig, lease).Pools["train"]
+	e := readUpgradeLedger(t, rig, lease).Pools["train"]
 	if e.State != upgrades.Done || e.Operation != gke.operations()[0] {
 		t.Errorf("ledger entry %+v, want done with operation %v", e, gke.operations())
 	}
@@ -343,7 +343,7 @@ func TestUpgradeRestartWhilePending(t *testing.T) {
 	if n := rig.evicted.count("train"); n != 4 {
 		t.Errorf("%d workload pods stopped, want 4 (each once)", n)
 	}
-	if e := readLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Done || e.Attempts != 1 {
+	if e := readUpgradeLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Done || e.Attempts != 1 {
 		t.Errorf("ledger entry %+v, want done after one attempt", e)
 	}
 }
@@ -404,7 +404,7 @@ func TestUpgradeOperationFails(t *testing.T) {
 	if n := len(gke.operations()); n != 1 {
 		t.Errorf("%d operations started, want one", n)
 	}
-	if e := readLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Failed {
+	if e := readUpgradeLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Failed {
 		t.Errorf("ledger entry %+v, want failed", e)
 	}
 }

@@ -23,6 +23,9 @@ import (
 //	                   └──(perform-maintenance, no drain first)──┘                                                 ▼
 //	                                                          GKE finished / maintenance moved or vanished: failed
 //
+// In a pool upgraded with its maintenance (Observation.Upgrade), "GKE finished" leads to upgrade-pending instead of
+// done, the cordon kept, and on through the pool's upgrade (nextUpgrade) to done or failed, the node handed back.
+//
 // GKE's own operation on the node (an upgrade's or resize's drain, an auto-repair) ends any of it but a report at
 // once: done, reason "replaced", our drain stopped, the cordon left in place and no longer ours.
 //
