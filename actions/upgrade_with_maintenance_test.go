@@ -374,3 +374,53 @@ func TestUpgradeWithMaintenanceFails(t *testing.T) {
 		t.Errorf("UpdateNodePool called %d times after a failure, want once", n)
 	}
 }
+
+// TestUpgradeWithMaintenanceFollowsGKEsOwn: GKE runs an upgrade of the pool already when the group's maintenance is
+// done (its auto-upgrade, say): UpdateNodePool is refused (FailedPrecondition), the service follows GKE's operation
+// instead of asking again, and hands the nodes back once it is DONE, whether or not GKE replaced them.
+func TestUpgradeWithMaintenanceFollowsGKEsOwn(t *testing.T) {
+	rig := startUpgradeRig(t)
+	nodes := rig.sc.NodeNames("train")
+	lease := unique("lease")
+	// GKE's own operation, which nothing plays: the nodes stay as they are.
+	own := rig.sim.StartNodePoolOperation(rig.cluster, "train", containerpb.Operation_UPGRADE_NODES, 4)
+	r := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease})
+	r.waitLeading()
+	var alerts []template.Alert
+	for _, n := range nodes {
+		alerts = append(alerts, alert(n, nodeview.PerformMaintenance, true, startsAt))
+	}
+	mustAccept(t, r, alerts...)
+	c := newCluster(t, rig.api)
+	for _, n := range nodes {
+		c.waitNode(n, "following GKE's own upgrade", inState(nodeview.UpgradeRequested))
+	}
+	l, err := upgrades.Read(context.Background(), rig.api.Client, metav1.NamespaceDefault, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Pools["train"].Operation; got != own {
+		t.Fatalf("following operation %q, want GKE's own %q", got, own)
+	}
+	settle()
+	for _, n := range nodes {
+		if node := c.get(n); !node.Spec.Unschedulable {
+			t.Errorf("%s uncordoned while GKE's upgrade runs", n)
+		}
+	}
+	if err := rig.sim.FinishOperation(own); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		c.waitNode(n, "handed back once GKE's upgrade is DONE", func(node *corev1.Node) error {
+			if rec := nodeview.Of(node).Record; rec.Phase != nodeview.Done || node.Spec.Unschedulable {
+				return fmt.Errorf("state %q, unschedulable %v", rec.Phase, node.Spec.Unschedulable)
+			}
+			return nil
+		})
+	}
+	r.waitMetric("the upgrade counted once", "gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "succeeded"}, 1)
+	if n := rig.sim.Calls(container.MethodUpdateNodePool); n != 1 {
+		t.Errorf("UpdateNodePool called %d times, want once", n)
+	}
+}

@@ -69,16 +69,16 @@ func (e *Executor) reconcile(ctx context.Context, name string) (after time.Durat
 			return 0, err
 		}
 		step, why := nodestate.Next(rec, obs, e.config().PerformMaintenance.DrainFirst)
-		if step != nodestate.StepNone {
-			return 0, e.apply(ctx, node, rec, obs, step, why)
-		}
 		if rec.Phase.WaitsForUpgrade() {
-			// GKE's operation and the deadline move on with time, not with node changes.
+			// GKE's operation, other members' claims and the deadline move on with time, not with this node.
 			defer func() {
-				if after == 0 || e.opts.RequeueInterval < after {
+				if err == nil && (after == 0 || e.opts.RequeueInterval < after) {
 					after = e.opts.RequeueInterval
 				}
 			}()
+		}
+		if step != nodestate.StepNone {
+			return 0, e.apply(ctx, node, rec, obs, step, why)
 		}
 		if left, due := e.startDeadline(rec, obs); due {
 			return 0, e.notStarted(ctx, node, rec, obs)

@@ -180,6 +180,14 @@ func (e *Executor) requestUpgrade(ctx context.Context, node *nodeview.View) erro
 		return err
 	}
 	op, err := e.opts.GKE.UpdateNodePool(ctx, pool, np.GetConfig().GetImageType())
+	if status.Code(err) == codes.FailedPrecondition {
+		// GKE runs an operation on the pool already: its own upgrade serves as well, the nodes still cordoned.
+		if running, findErr := e.opts.GKE.FindUpgrade(ctx, pool, time.Time{}); findErr == nil && running != nil &&
+			running.GetStatus() != containerpb.Operation_DONE {
+			e.logger.Info("GKE upgrades the node pool already; following its operation", "pool", pool, "operation", running.GetName())
+			return e.recordOperation(ctx, pool, node, running.GetName())
+		}
+	}
 	if err != nil {
 		if c := status.Code(err); c == codes.PermissionDenied || c == codes.InvalidArgument || c == codes.NotFound {
 			return e.endUpgrade(ctx, node, upgrades.Failed, "GKE refused the upgrade: "+err.Error())
@@ -210,6 +218,9 @@ func (e *Executor) recordOperation(ctx context.Context, pool string, node *nodev
 	})
 	if err != nil {
 		return fmt.Errorf("recording the upgrade operation %s of node pool %s: %w", operation, pool, err)
+	}
+	for _, name := range node.Record.Group {
+		e.enqueue(name) // the members note the upgrade asked for
 	}
 	return nil
 }

@@ -77,8 +77,8 @@ func (c *Client) GetOperation(ctx context.Context, operation string) (*container
 	return op, nil
 }
 
-// FindUpgrade is the UPGRADE_NODES operation of pool started at since or later (nil when there is none): the
-// answer of an UpdateNodePool call that was lost.
+// FindUpgrade is the latest UPGRADE_NODES operation of pool started at since or later (nil when there is none):
+// the answer of an UpdateNodePool call that was lost, or GKE's own upgrade of the pool under way.
 func (c *Client) FindUpgrade(ctx context.Context, pool string, since time.Time) (*containerpb.Operation, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -86,14 +86,19 @@ func (c *Client) FindUpgrade(ctx context.Context, pool string, since time.Time) 
 	if err != nil {
 		return nil, explain("ListOperations", c.location(), err)
 	}
+	var latest *containerpb.Operation
+	var latestStart time.Time
 	for _, op := range resp.GetOperations() {
 		started, err := time.Parse(time.RFC3339Nano, op.GetStartTime())
-		if p, ok := c.cluster.NodePoolOf(op.GetTargetLink()); ok && p == pool &&
-			op.GetOperationType() == containerpb.Operation_UPGRADE_NODES && err == nil && !started.Before(since) {
-			return op, nil
+		if p, ok := c.cluster.NodePoolOf(op.GetTargetLink()); !ok || p != pool || err != nil ||
+			op.GetOperationType() != containerpb.Operation_UPGRADE_NODES || started.Before(since) {
+			continue
+		}
+		if latest == nil || started.After(latestStart) {
+			latest, latestStart = op, started
 		}
 	}
-	return nil, nil
+	return latest, nil
 }
 
 // location is the cluster's location's resource name, the parent of its operations.
