@@ -408,3 +408,52 @@ func TestUpgradeOperationFails(t *testing.T) {
 		t.Errorf("ledger entry %+v, want failed", e)
 	}
 }
+
+// TestUpgradeDeadlinePassesBeforeClaim: the group's maintenance finished but the upgrade cannot be claimed (GKE's
+// cluster unreadable) until upgrade.deadline passes: every member's work ends failed, the node handed back,
+// counted failed once, and nothing asks GKE afterwards when the API comes back.
+func TestUpgradeDeadlinePassesBeforeClaim(t *testing.T) {
+	rig := startUpgradeRig(t)
+	nodes := rig.sc.NodeNames("train")
+	lease := unique("lease")
+	rig.sim.Fail(container.MethodGetCluster, codes.Unavailable, -1)
+	r := startReplica(t, rig.api, upgradePolicy("8s"), replicaOpts{gke: rig.client, lease: lease, identity: "only"})
+	r.waitLeading()
+	mustAccept(t, r, trainAlerts(nodes)...)
+	c := newCluster(t, rig.api)
+	for _, n := range nodes {
+		c.waitNode(n, "work failed past upgrade.deadline and the node handed back", func(node *corev1.Node) error {
+			rec := nodeview.Of(node).Record
+			if rec.Phase != nodeview.Failed {
+				return fmt.Errorf("state %q (reason %q)", rec.Phase, rec.Reason)
+			}
+			if node.Spec.Unschedulable {
+				return fmt.Errorf("still cordoned")
+			}
+			if !strings.Contains(rec.Reason, "upgrade.deadline") {
+				return fmt.Errorf("reason %q does not name upgrade.deadline", rec.Reason)
+			}
+			return nil
+		})
+	}
+	r.waitMetric("the upgrade counted failed once", "gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "failed"}, 1)
+	rig.sim.Fail(container.MethodGetCluster, codes.OK, 0)
+	for range 6 {
+		mustAccept(t, r, trainAlerts(nodes)...)
+		time.Sleep(500 * time.Millisecond)
+	}
+	if n := rig.sim.Calls(container.MethodUpdateNodePool); n != 0 {
+		t.Errorf("UpdateNodePool called %d times after the work ended", n)
+	}
+	if got := r.metric("gke_disruption_actions_total", map[string]string{"action": "upgrade-node-pool", "result": "failed"}); got != 1 {
+		t.Errorf("failed counted %v times, want once", got)
+	}
+	if e := readUpgradeLedger(t, rig, lease).Pools["train"]; e.State != upgrades.Failed {
+		t.Errorf("ledger entry %+v, want failed", e)
+	}
+	for _, n := range nodes {
+		if node := c.get(n); node.Spec.Unschedulable || nodeview.Of(node).Record.Phase != nodeview.Failed {
+			t.Errorf("%s: cordoned %v, state %q after the API came back", n, node.Spec.Unschedulable, nodeview.Of(node).Record.Phase)
+		}
+	}
+}

@@ -149,7 +149,8 @@ func (e *Executor) requestUpgrade(ctx context.Context, node *nodeview.View) erro
 		if _, running := l.Pools[pool]; running && l.Pools[pool].State == upgrades.Requested {
 			return fmt.Errorf("node pool %s: an upgrade for another group's maintenance is still under way", pool)
 		}
-		entry = upgrades.Entry{Members: members, State: upgrades.Requested, Version: cluster.GetCurrentMasterVersion()}
+		entry = upgrades.Entry{Members: members, State: upgrades.Requested, Version: cluster.GetCurrentMasterVersion(),
+			Deadline: e.upgradeDeadline(node)}
 		if np.GetVersion() == cluster.GetCurrentMasterVersion() {
 			entry.State, entry.Current, entry.FinishedAt = upgrades.Done, true, time.Now()
 		}
@@ -312,7 +313,11 @@ func (e *Executor) followUpgrades(ctx context.Context) {
 			continue
 		}
 		for pool, entry := range l.Pools {
-			if entry.State != upgrades.Requested || entry.Operation == "" {
+			if entry.State != upgrades.Requested {
+				continue
+			}
+			if entry.Operation == "" || (entry.Deadline > 0 && time.Since(entry.RequestedAt) > entry.Deadline+nodestate.LostAnswer) {
+				e.followUnanswered(ctx, pool, entry)
 				continue
 			}
 			op, err := e.opts.GKE.GetOperation(ctx, entry.Operation)
@@ -323,17 +328,69 @@ func (e *Executor) followUpgrades(ctx context.Context) {
 			if msg := op.GetError().GetMessage(); msg != "" {
 				state, reason = upgrades.Failed, fmt.Sprintf("GKE's upgrade of the pool failed (operation %s): %s", entry.Operation, msg)
 			}
-			for member, maintenance := range entry.Members {
-				if _, err := e.endEntry(ctx, pool, member, maintenance, nil, state, reason); err != nil {
-					e.logger.Warn("ending a finished upgrade", "pool", pool, "err", err)
-				}
-				break // one member names the entry
+			member, maintenance := anyMember(entry)
+			if _, err := e.endEntry(ctx, pool, member, maintenance, nil, state, reason); err != nil {
+				e.logger.Warn("ending a finished upgrade", "pool", pool, "err", err)
 			}
 			for member := range entry.Members {
 				e.enqueue(member)
 			}
 		}
 	}
+}
+
+// followUnanswered ends, or finds the operation of, a requested upgrade no member follows any more (GKE replaced
+// them all): one whose answer was lost (its operation looked for), or one past its deadline (failed), so the pool's
+// next maintenance may be upgraded.
+func (e *Executor) followUnanswered(ctx context.Context, pool string, entry upgrades.Entry) {
+	for member := range entry.Members {
+		if cached, ok := e.cached(member); ok && cached.view.Record.Phase.WaitsForUpgrade() {
+			return // the member's lifecycle follows it
+		}
+	}
+	member, maintenance := anyMember(entry)
+	if entry.Operation != "" || (entry.Deadline > 0 && time.Since(entry.RequestedAt) > entry.Deadline+nodestate.LostAnswer) {
+		_, err := e.endEntry(ctx, pool, member, maintenance, nil, upgrades.Failed,
+			fmt.Sprintf("GKE's upgrade of the pool (operation %s) did not finish within upgrade.deadline (%s)", entry.Operation, entry.Deadline))
+		if err != nil {
+			e.logger.Warn("ending a stalled upgrade", "pool", pool, "err", err)
+		}
+		return
+	}
+	if time.Since(entry.RequestedAt) <= nodestate.LostAnswer {
+		return
+	}
+	op, err := e.opts.GKE.FindUpgrade(ctx, pool, entry.RequestedAt.Add(-nodestate.LostAnswer))
+	switch {
+	case err != nil:
+		e.logger.Warn("looking for the operation of an upgrade whose answer was lost", "pool", pool, "err", err)
+	case op != nil:
+		e.logger.Info("the upgrade request's answer was lost; its operation found", "pool", pool, "operation", op.GetName())
+		if err := e.recordOperation(ctx, pool, &nodeview.View{Name: member, Record: nodeview.Record{Maintenance: maintenance}}, op.GetName()); err != nil {
+			e.logger.Warn("recording a found upgrade operation", "pool", pool, "err", err)
+		}
+	default:
+		if _, err := e.endEntry(ctx, pool, member, maintenance, nil, upgrades.Failed,
+			"GKE has no operation of the upgrade asked for, and no node of the group is left waiting for it"); err != nil {
+			e.logger.Warn("ending an unanswered upgrade", "pool", pool, "err", err)
+		}
+	}
+}
+
+// anyMember is one member of the entry with the maintenance it served: what names the entry in the ledger.
+func anyMember(entry upgrades.Entry) (string, string) {
+	for member, maintenance := range entry.Members {
+		return member, maintenance
+	}
+	return "", ""
+}
+
+// upgradeDeadline is upgrade.deadline of the node's policy pool.
+func (e *Executor) upgradeDeadline(node *nodeview.View) time.Duration {
+	if p := e.config().MatchPool(node.Labels); p != nil && p.Upgrade != nil {
+		return time.Duration(p.Upgrade.Deadline)
+	}
+	return 0
 }
 
 // noteUpgradeRequested records on a member that the pool's upgrade was asked for (upgrade-requested).

@@ -54,6 +54,8 @@ type Entry struct {
 	// Attempts counts UpdateNodePool calls: more than one only when an answer was lost and GKE had no operation.
 	Attempts   int       `json:"attempts,omitempty"`
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	// Deadline is the pool's upgrade.deadline at the claim: past it a requested entry no member follows any more ends.
+	Deadline time.Duration `json:"deadline,omitempty"`
 	// Current: the pool was at the control plane's version already; nothing was asked of GKE.
 	Current bool   `json:"current,omitempty"`
 	Reason  string `json:"reason,omitempty"`
