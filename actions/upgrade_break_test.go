@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/container/apiv1/containerpb"
-	"github.com/prometheus/alertmanager/template"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -52,48 +51,6 @@ func (g *countingGKE) operations() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]string(nil), g.accepted...)
-}
-
-func trainAlerts(nodes []string) []template.Alert {
-	var out []template.Alert
-	for _, n := range nodes {
-		out = append(out, alert(n, nodeview.PerformMaintenance, true, startsAt))
-	}
-	return out
-}
-
-// waitAllPending waits until every node waits for the pool's upgrade, cordoned, repeating the alerts meanwhile.
-func waitAllPending(t *testing.T, c *cluster, r *replica, nodes []string) {
-	t.Helper()
-	for _, n := range nodes {
-		c.waitNode(n, "waiting for the pool's upgrade after its maintenance", func(node *corev1.Node) error {
-			if p := nodeview.Of(node).Record.Phase; !p.WaitsForUpgrade() {
-				return fmt.Errorf("state %q", p)
-			}
-			if !node.Spec.Unschedulable {
-				return fmt.Errorf("not cordoned")
-			}
-			return nil
-		})
-		mustAccept(t, r, trainAlerts(nodes)...)
-	}
-}
-
-// waitUpgradedAndEnded waits until the train pool is at the control plane's version and no old node has work left.
-func waitUpgradedAndEnded(t *testing.T, rig *upgradeRig, nodes []string) {
-	t.Helper()
-	testenv.Eventually(t, 2*waitLong, "the pool upgraded and every old node handed to GKE or back", func() error {
-		if v := rig.nodePool(t, "train").GetVersion(); v != controlPlaneVersion {
-			return fmt.Errorf("pool at %s", v)
-		}
-		for _, n := range nodes {
-			node, err := rig.api.Client.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
-			if err == nil && nodeview.Of(node).Record.Active() {
-				return fmt.Errorf("%s still %s", n, nodeview.Of(node).Record.Phase)
-			}
-		}
-		return nil
-	})
 }
 
 func readUpgradeLedger(t *testing.T, rig *upgradeRig, lease string) upgrades.Ledger {

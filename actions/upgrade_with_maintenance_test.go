@@ -186,6 +186,49 @@ func (d *podDeletions) count(ns string) int {
 	return len(d.by[ns])
 }
 
+// trainAlerts are the perform-maintenance alerts of the train pool's nodes, as Alertmanager sends them (again).
+func trainAlerts(nodes []string) []template.Alert {
+	var out []template.Alert
+	for _, n := range nodes {
+		out = append(out, alert(n, nodeview.PerformMaintenance, true, startsAt))
+	}
+	return out
+}
+
+// waitAllPending waits until every node waits for the pool's upgrade, cordoned, repeating the alerts meanwhile.
+func waitAllPending(t *testing.T, c *cluster, r *replica, nodes []string) {
+	t.Helper()
+	for _, n := range nodes {
+		c.waitNode(n, "waiting for the pool's upgrade after its maintenance", func(node *corev1.Node) error {
+			if p := nodeview.Of(node).Record.Phase; !p.WaitsForUpgrade() {
+				return fmt.Errorf("state %q", p)
+			}
+			if !node.Spec.Unschedulable {
+				return fmt.Errorf("not cordoned")
+			}
+			return nil
+		})
+		mustAccept(t, r, trainAlerts(nodes)...)
+	}
+}
+
+// waitUpgradedAndEnded waits until the train pool is at the control plane's version and no old node has work left.
+func waitUpgradedAndEnded(t *testing.T, rig *upgradeRig, nodes []string) {
+	t.Helper()
+	testenv.Eventually(t, 2*waitLong, "the pool upgraded and every old node handed to GKE or back", func() error {
+		if v := rig.nodePool(t, "train").GetVersion(); v != controlPlaneVersion {
+			return fmt.Errorf("pool at %s", v)
+		}
+		for _, n := range nodes {
+			node, err := rig.api.Client.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+			if err == nil && nodeview.Of(node).Record.Active() {
+				return fmt.Errorf("%s still %s", n, nodeview.Of(node).Record.Phase)
+			}
+		}
+		return nil
+	})
+}
+
 func upgradePolicy(deadline string) string {
 	return fmt.Sprintf(`
 pools:
@@ -208,28 +251,10 @@ func TestUpgradeWithMaintenance(t *testing.T) {
 	lease := unique("lease")
 	first := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease, identity: "first"})
 	first.waitLeading()
-	alerts := func() []template.Alert {
-		var out []template.Alert
-		for _, n := range nodes {
-			out = append(out, alert(n, nodeview.PerformMaintenance, true, startsAt))
-		}
-		return out
-	}
-	mustAccept(t, first, alerts()...)
+	mustAccept(t, first, trainAlerts(nodes)...)
 
 	c := newCluster(t, rig.api)
-	for _, n := range nodes {
-		c.waitNode(n, "waiting for the pool's upgrade after its maintenance", func(node *corev1.Node) error {
-			if p := nodeview.Of(node).Record.Phase; !p.WaitsForUpgrade() {
-				return fmt.Errorf("state %q", p)
-			}
-			if !node.Spec.Unschedulable {
-				return fmt.Errorf("not cordoned")
-			}
-			return nil
-		})
-		mustAccept(t, first, alerts()...)
-	}
+	waitAllPending(t, c, first, nodes)
 	var ledger upgrades.Ledger
 	testenv.Eventually(t, waitLong, "the upgrade asked for and its operation recorded", func() error {
 		var err error
@@ -245,20 +270,9 @@ func TestUpgradeWithMaintenance(t *testing.T) {
 	first.stop()
 	second := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease, identity: "second"})
 	second.waitLeading()
-	mustAccept(t, second, alerts()...)
-	testenv.Eventually(t, 2*waitLong, "the pool upgraded and every old node handed to GKE or back", func() error {
-		if v := rig.nodePool(t, "train").GetVersion(); v != controlPlaneVersion {
-			return fmt.Errorf("pool at %s", v)
-		}
-		for _, n := range nodes {
-			node, err := rig.api.Client.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
-			if err == nil && nodeview.Of(node).Record.Active() {
-				return fmt.Errorf("%s still %s", n, nodeview.Of(node).Record.Phase)
-			}
-		}
-		return nil
-	})
-	mustAccept(t, second, alerts()...)
+	mustAccept(t, second, trainAlerts(nodes)...)
+	waitUpgradedAndEnded(t, rig, nodes)
+	mustAccept(t, second, trainAlerts(nodes)...)
 	testenv.Eventually(t, waitLong, "the Job running again on the upgraded nodes", func() error {
 		if n := rig.running(t, "train"); n != 4 {
 			return fmt.Errorf("%d pods running", n)
@@ -320,11 +334,7 @@ func TestUpgradeWithMaintenanceFails(t *testing.T) {
 	lease := unique("lease")
 	r := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease})
 	r.waitLeading()
-	var alerts []template.Alert
-	for _, n := range nodes {
-		alerts = append(alerts, alert(n, nodeview.PerformMaintenance, true, startsAt))
-	}
-	mustAccept(t, r, alerts...)
+	mustAccept(t, r, trainAlerts(nodes)...)
 	var operation string
 	testenv.Eventually(t, waitLong, "the upgrade asked for", func() error {
 		l, err := upgrades.Read(context.Background(), rig.api.Client, metav1.NamespaceDefault, lease)
@@ -386,11 +396,7 @@ func TestUpgradeWithMaintenanceFollowsGKEsOwn(t *testing.T) {
 	own := rig.sim.StartNodePoolOperation(rig.cluster, "train", containerpb.Operation_UPGRADE_NODES, 4)
 	r := startReplica(t, rig.api, upgradePolicy("6h"), replicaOpts{gke: rig.client, lease: lease})
 	r.waitLeading()
-	var alerts []template.Alert
-	for _, n := range nodes {
-		alerts = append(alerts, alert(n, nodeview.PerformMaintenance, true, startsAt))
-	}
-	mustAccept(t, r, alerts...)
+	mustAccept(t, r, trainAlerts(nodes)...)
 	c := newCluster(t, rig.api)
 	for _, n := range nodes {
 		c.waitNode(n, "following GKE's own upgrade", inState(nodeview.UpgradeRequested))

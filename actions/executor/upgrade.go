@@ -146,7 +146,7 @@ func (e *Executor) requestUpgrade(ctx context.Context, node *nodeview.View) erro
 	}
 	members := e.poolMembers(node)
 	if !claimed {
-		if _, running := l.Pools[pool]; running && l.Pools[pool].State == upgrades.Requested {
+		if prev, ok := l.Pools[pool]; ok && prev.State == upgrades.Requested {
 			return fmt.Errorf("node pool %s: an upgrade for another group's maintenance is still under way", pool)
 		}
 		entry = upgrades.Entry{Members: members, State: upgrades.Requested, Version: cluster.GetCurrentMasterVersion(),
